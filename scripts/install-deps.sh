@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the benchmarks need.
+# Idempotent: packages already present are skipped, so a warm machine pays one dpkg query.
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libboost-dev libspdlog-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libblkid-dev libfdisk-dev libmount-dev libsystemd-dev
+)
+# Programs the plugins exec or the end-to-end tests use as real peers.
+runtime_pkgs=(
+  util-linux e2fsprogs xfsprogs dosfstools
+  samba smbclient cifs-utils tgt open-iscsi
+  dbus systemd
+)
+
+want=("${build_pkgs[@]}")
+[ "${1:-}" = "--build-only" ] || want+=("${runtime_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages ${missing[*]}; run as root to install them" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Packaged daemons (smbd, tgtd, iscsid) must not start at install time: tests start their own on loopback.
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made_policy=1
+fi
+trap '[ "$made_policy" = 1 ] && rm -f "$policy"' EXIT
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

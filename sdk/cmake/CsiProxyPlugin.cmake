@@ -1,0 +1,81 @@
+# csi_proxy_add_plugin(): builds an API-group library the way the host expects it.
+#
+#   csi_proxy_add_plugin(<target>
+#     GROUP <group>                 # the group name; the file is lib csi-proxy-<group>.so
+#     SOURCES <files...>            # the plugin's C++ sources
+#     [PROTOS <files...>]           # .proto files; each must say `option optimize_for = LITE_RUNTIME;`
+#     [PROTO_ROOT <dir>]            # the import root of PROTOS (default: the current source dir)
+#     [LIBS <targets...>])          # further libraries to link
+#
+# The result is a MODULE library with hidden visibility, exactly one exported symbol
+# (csi_proxy_plugin_negotiate), no undefined symbols (-z defs) and protobuf-lite generated code, which registers
+# nothing process-wide, so several plugins may reuse the same proto file names and packages.
+include_guard(GLOBAL)
+
+set(_CSI_PROXY_SDK_CMAKE_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+# csi_proxy_generate_lite_protos(<out-var> PROTO_ROOT <dir> PROTOS <files...>): runs protoc --cpp_out and
+# returns the generated .pb.cc files in <out-var>; the output folder is <out-var>_INCLUDE_DIR.
+function(csi_proxy_generate_lite_protos out_var)
+  cmake_parse_arguments(G "" "PROTO_ROOT" "PROTOS" ${ARGN})
+  if(NOT G_PROTO_ROOT)
+    set(G_PROTO_ROOT ${CMAKE_CURRENT_SOURCE_DIR})
+  endif()
+  get_filename_component(G_PROTO_ROOT ${G_PROTO_ROOT} ABSOLUTE)
+  set(gen_dir ${CMAKE_CURRENT_BINARY_DIR}/${out_var}_gen)
+  file(MAKE_DIRECTORY ${gen_dir})
+  set(sources)
+  foreach(proto IN LISTS G_PROTOS)
+    get_filename_component(abs ${proto} ABSOLUTE)
+    file(STRINGS ${abs} lite_lines REGEX "optimize_for[ \t]*=[ \t]*LITE_RUNTIME")
+    if(NOT lite_lines)
+      message(FATAL_ERROR "${proto}: API-group protos must use `option optimize_for = LITE_RUNTIME;` "
+                          "(full protobuf registers names process-wide and two plugins would abort the host)")
+    endif()
+    file(RELATIVE_PATH rel ${G_PROTO_ROOT} ${abs})
+    string(REGEX REPLACE "\\.proto$" "" stem ${rel})
+    set(cc ${gen_dir}/${stem}.pb.cc)
+    add_custom_command(
+      OUTPUT ${cc} ${gen_dir}/${stem}.pb.h
+      COMMAND protobuf::protoc --cpp_out=${gen_dir} -I${G_PROTO_ROOT} ${abs}
+      DEPENDS ${abs} protobuf::protoc
+      COMMENT "protoc (lite) ${rel}"
+      VERBATIM)
+    list(APPEND sources ${cc})
+  endforeach()
+  set(${out_var} ${sources} PARENT_SCOPE)
+  set(${out_var}_INCLUDE_DIR ${gen_dir} PARENT_SCOPE)
+endfunction()
+
+function(csi_proxy_add_plugin target)
+  cmake_parse_arguments(P "" "GROUP;PROTO_ROOT" "SOURCES;PROTOS;LIBS" ${ARGN})
+  if(NOT P_GROUP)
+    message(FATAL_ERROR "csi_proxy_add_plugin(${target}): GROUP is required")
+  endif()
+  if(NOT P_GROUP MATCHES "^[a-z][a-z0-9]*$")
+    message(FATAL_ERROR "csi_proxy_add_plugin(${target}): GROUP '${P_GROUP}' must be lowercase letters and digits")
+  endif()
+  set(proto_sources)
+  if(P_PROTOS)
+    csi_proxy_generate_lite_protos(${target}_protos PROTO_ROOT "${P_PROTO_ROOT}" PROTOS ${P_PROTOS})
+    set(proto_sources ${${target}_protos})
+  endif()
+
+  add_library(${target} MODULE ${P_SOURCES} ${proto_sources})
+  if(P_PROTOS)
+    target_include_directories(${target} PRIVATE ${${target}_protos_INCLUDE_DIR})
+  endif()
+  target_link_libraries(${target} PRIVATE CsiProxy::sdk protobuf::libprotobuf-lite ${P_LIBS})
+  set_target_properties(${target} PROPERTIES
+    PREFIX "lib"
+    OUTPUT_NAME "csi-proxy-${P_GROUP}"
+    CXX_VISIBILITY_PRESET hidden
+    C_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  target_link_options(${target} PRIVATE
+    "-Wl,-z,defs"
+    "-Wl,--version-script=${_CSI_PROXY_SDK_CMAKE_DIR}/csi_proxy_plugin.map")
+  if(DEFINED CSI_PROXY_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CSI_PROXY_PLUGIN_OUTPUT_DIR})
+  endif()
+endfunction()
