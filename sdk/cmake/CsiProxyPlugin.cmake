@@ -65,7 +65,7 @@ function(csi_proxy_add_plugin target)
   if(P_PROTOS)
     target_include_directories(${target} PRIVATE ${${target}_protos_INCLUDE_DIR})
   endif()
-  target_link_libraries(${target} PRIVATE CsiProxy::sdk protobuf::libprotobuf-lite ${P_LIBS})
+  target_link_libraries(${target} PRIVATE CsiProxy::sdk protobuf::libprotobuf-lite tomlplusplus::tomlplusplus ${P_LIBS})
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME "csi-proxy-${P_GROUP}"

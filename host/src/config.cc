@@ -1,0 +1,234 @@
+// Parses and validates the host configuration; every error names the key and the line it is on.
+#include "config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace csi_proxy::host {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Where(const std::string& source, const toml::node& node) {
+  const auto& begin = node.source().begin;
+  return source + ":" + std::to_string(begin.line);
+}
+
+Status KeyError(const std::string& source, const toml::node& node, const std::string& key, const std::string& what) {
+  return InvalidArgument(Where(source, node) + ": " + key + " " + what);
+}
+
+Status ReadString(const std::string& source, const toml::table& t, const std::string& table_name,
+                  const std::string& key, std::string& out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  auto v = n->value_exact<std::string>();
+  if (!v) return KeyError(source, *n, table_name + "." + key, "must be a string");
+  out = *v;
+  return Status::Ok();
+}
+
+Status ReadBool(const std::string& source, const toml::table& t, const std::string& table_name,
+                const std::string& key, bool& out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  auto v = n->value_exact<bool>();
+  if (!v) return KeyError(source, *n, table_name + "." + key, "must be true or false");
+  out = *v;
+  return Status::Ok();
+}
+
+Status ReadStringArray(const std::string& source, const toml::table& t, const std::string& table_name,
+                       const std::string& key, std::vector<std::string>& out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr) return KeyError(source, *n, table_name + "." + key, "must be an array of strings");
+  out.clear();
+  for (const auto& item : *arr) {
+    auto v = item.value_exact<std::string>();
+    if (!v) return KeyError(source, item, table_name + "." + key, "must be an array of strings");
+    out.push_back(*v);
+  }
+  return Status::Ok();
+}
+
+Status RequireAbsolute(const std::string& source, const toml::table& t, const std::string& key,
+                       const std::string& value) {
+  if (!value.empty() && value[0] == '/') return Status::Ok();
+  const toml::node* n = t.get(key);
+  return n != nullptr ? KeyError(source, *n, "host." + key, "must be an absolute path, not '" + value + "'")
+                      : InvalidArgument(source + ": host." + key + " must be an absolute path");
+}
+
+Status ParseHostTable(const std::string& source, const toml::table& t, HostConfig& c) {
+  static const std::set<std::string> kKnown = {
+      "endpoint_dir", "plugin_dir", "kubelet_path", "working_dirs", "state_dir", "log_level",
+      "workers", "socket_mode", "socket_group", "shutdown_timeout_seconds"};
+  for (const auto& [key, node] : t) {
+    if (!kKnown.count(std::string(key.str()))) {
+      return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
+    }
+  }
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "endpoint_dir", c.endpoint_dir));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "plugin_dir", c.plugin_dir));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "kubelet_path", c.kubelet_path));
+  CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, t, "host", "working_dirs", c.working_dirs));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "state_dir", c.state_dir));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "log_level", c.log_level));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "socket_group", c.socket_group));
+
+  for (const char* key : {"endpoint_dir", "kubelet_path", "state_dir"}) {
+    std::string value = key == std::string("endpoint_dir") ? c.endpoint_dir
+                        : key == std::string("kubelet_path") ? c.kubelet_path
+                                                             : c.state_dir;
+    CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, key, value));
+  }
+  if (!c.plugin_dir.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "plugin_dir", c.plugin_dir));
+  for (const auto& dir : c.working_dirs) {
+    if (dir.empty() || dir[0] != '/') {
+      return KeyError(source, *t.get("working_dirs"), "host.working_dirs", "must hold absolute paths, not '" + dir + "'");
+    }
+  }
+  if (!IsValidLogLevel(c.log_level)) {
+    return KeyError(source, *t.get("log_level"), "host.log_level",
+                    "must be one of trace, debug, info, warn, error, not '" + c.log_level + "'");
+  }
+  if (const toml::node* n = t.get("workers")) {
+    auto v = n->value_exact<int64_t>();
+    if (!v || *v < 1 || *v > 1024) return KeyError(source, *n, "host.workers", "must be an integer from 1 to 1024");
+    c.workers = static_cast<int>(*v);
+  }
+  if (const toml::node* n = t.get("shutdown_timeout_seconds")) {
+    auto v = n->value_exact<int64_t>();
+    if (!v || *v < 0 || *v > 3600) {
+      return KeyError(source, *n, "host.shutdown_timeout_seconds", "must be an integer from 0 to 3600");
+    }
+    c.shutdown_timeout = std::chrono::seconds(*v);
+  }
+  if (const toml::node* n = t.get("socket_mode")) {
+    // An integer (TOML's 0o660) or an octal string ("0660").
+    int64_t mode = -1;
+    if (auto i = n->value_exact<int64_t>()) {
+      mode = *i;
+    } else if (auto s = n->value_exact<std::string>();
+               s && !s->empty() && s->size() <= 4 && s->find_first_not_of("01234567") == std::string::npos) {
+      mode = std::stoll(*s, nullptr, 8);
+    }
+    if (mode < 0 || mode > 0777) {
+      return KeyError(source, *n, "host.socket_mode", "must be an octal permission such as 0o660 or \"0660\"");
+    }
+    c.socket_mode = static_cast<uint32_t>(mode);
+  }
+  return Status::Ok();
+}
+
+bool IsValidGroupName(const std::string& name) {
+  if (name.empty() || name.size() > 32) return false;
+  for (char ch : name) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) return false;
+  }
+  return name[0] >= 'a' && name[0] <= 'z';
+}
+
+bool IsValidVersion(const std::string& v) {
+  // v<N>[alpha<N>|beta<N>], as upstream versions are named.
+  size_t i = 0;
+  if (v.size() < 2 || v[i++] != 'v' || v[i] < '1' || v[i] > '9') return false;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+  if (i == v.size()) return true;
+  for (const std::string q : {"alpha", "beta"}) {
+    if (v.compare(i, q.size(), q) == 0) {
+      size_t j = i + q.size();
+      if (j == v.size() || v[j] < '1' || v[j] > '9') return false;
+      while (j < v.size() && std::isdigit(static_cast<unsigned char>(v[j]))) ++j;
+      return j == v.size();
+    }
+  }
+  return false;
+}
+
+Status ParseGroup(const std::string& source, const std::string& name, const toml::node& node,
+                  const HostConfig& host, GroupConfig& g) {
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return KeyError(source, node, "groups." + name, "must be a table");
+  if (!IsValidGroupName(name)) {
+    return KeyError(source, node, "groups." + name, "is not a valid group name (lowercase letters and digits)");
+  }
+  const std::string table_name = "groups." + name;
+  g.name = name;
+  CSI_PROXY_RETURN_IF_ERROR(ReadBool(source, *t, table_name, "enabled", g.enabled));
+  CSI_PROXY_RETURN_IF_ERROR(ReadBool(source, *t, table_name, "required", g.required));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, *t, table_name, "library", g.library));
+  CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, *t, table_name, "versions", g.versions));
+  for (const auto& v : g.versions) {
+    if (!IsValidVersion(v)) {
+      return KeyError(source, *t->get("versions"), table_name + ".versions", "holds '" + v + "', not a version like v1 or v1alpha2");
+    }
+  }
+  if (g.library.empty()) {
+    g.library = host.plugin_dir + "/libcsi-proxy-" + name + ".so";
+  } else if (g.library[0] != '/') {
+    g.library = host.plugin_dir + "/" + g.library;  // a bare file name lives in plugin_dir
+  }
+  for (const auto& [key, value] : *t) {
+    std::string k(key.str());
+    if (k == "enabled" || k == "required" || k == "library" || k == "versions") continue;
+    g.settings.insert(k, value);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsValidLogLevel(const std::string& level) {
+  return level == "trace" || level == "debug" || level == "info" || level == "warn" || level == "error";
+}
+
+StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,
+                                 const std::string& executable_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& err) {
+    return InvalidArgument(source_name + ":" + std::to_string(err.source().begin.line) + ": " +
+                           std::string(err.description()));
+  }
+  HostConfig config;
+  for (const auto& [key, node] : root) {
+    std::string k(key.str());
+    if (k != "host" && k != "groups") {
+      return KeyError(source_name, node, k, "is not a known table (expected [host] or [groups.<name>])");
+    }
+  }
+  if (const toml::node* host = root.get("host")) {
+    if (!host->is_table()) return KeyError(source_name, *host, "host", "must be a table");
+    CSI_PROXY_RETURN_IF_ERROR(ParseHostTable(source_name, *host->as_table(), config));
+  }
+  if (config.plugin_dir.empty()) {
+    config.plugin_dir = (fs::path(executable_dir) / ".." / "lib" / "csi-proxy" / "plugins").lexically_normal();
+    if (config.plugin_dir.size() > 1 && config.plugin_dir.back() == '/') config.plugin_dir.pop_back();
+  }
+  if (const toml::node* groups = root.get("groups")) {
+    const toml::table* gt = groups->as_table();
+    if (gt == nullptr) return KeyError(source_name, *groups, "groups", "must be a table of [groups.<name>] tables");
+    for (const auto& [key, node] : *gt) {
+      GroupConfig g;
+      CSI_PROXY_RETURN_IF_ERROR(ParseGroup(source_name, std::string(key.str()), node, config, g));
+      config.groups.push_back(std::move(g));
+    }
+  }
+  return config;
+}
+
+StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read configuration file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseConfig(ss.str(), path, executable_dir);
+}
+
+}  // namespace csi_proxy::host

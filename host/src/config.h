@@ -1,0 +1,50 @@
+// The host's TOML configuration: the [host] table and one [groups.<name>] table per API group.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::host {
+
+struct GroupConfig {
+  std::string name;                   // the table name in [groups.<name>]
+  bool enabled = true;
+  bool required = false;              // a group that cannot be loaded stops the host instead of being skipped
+  std::string library;                // absolute path of the group library
+  std::vector<std::string> versions;  // versions to serve; empty means every version the library offers
+  toml::table settings;               // the group's own keys, handed to the library as they are
+};
+
+struct HostConfig {
+  std::string endpoint_dir = "/run/csi-proxy";
+  std::string plugin_dir;  // absolute; defaults to ../lib/csi-proxy/plugins beside the executable
+  std::string kubelet_path = "/var/lib/kubelet";
+  std::vector<std::string> working_dirs;
+  std::string state_dir = "/var/lib/csi-proxy";
+  std::string log_level = "info";
+  int workers = 16;
+  uint32_t socket_mode = 0660;
+  std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
+  std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
+  std::vector<GroupConfig> groups;  // sorted by name
+};
+
+// Reads and validates a configuration file. `executable_dir` anchors the default plugin_dir.
+// Errors name the file, the key and the line.
+StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir);
+
+// The same, from text (tests and --check-config use it); `source_name` appears in error messages.
+StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,
+                                 const std::string& executable_dir);
+
+// The levels --log-level and [host] log_level accept.
+bool IsValidLogLevel(const std::string& level);
+
+}  // namespace csi_proxy::host

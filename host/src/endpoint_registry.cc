@@ -1,0 +1,95 @@
+// Validation of service descriptions and the endpoint table.
+#include "endpoint_registry.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace csi_proxy::host {
+namespace {
+
+bool IsIdentifier(const std::string& s, bool allow_dots) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              (allow_dots && c == '.');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EndpointName(const std::string& group, const std::string& version) {
+  return "csi-proxy-" + group + "-" + version;
+}
+
+StatusOr<ServiceRegistration> ReadServiceDesc(const csi_proxy_service_desc* desc) {
+  if (desc == nullptr) return InvalidArgument("service description is null");
+  csi_proxy_service_desc d{};
+  constexpr size_t kV1Size = offsetof(csi_proxy_service_desc, method_desc_size) + sizeof(size_t);
+  if (desc->struct_size < kV1Size) {
+    return InvalidArgument("service description is truncated: struct_size " + std::to_string(desc->struct_size) +
+                           ", at least " + std::to_string(kV1Size) + " needed");
+  }
+  std::memcpy(&d, desc, std::min(desc->struct_size, sizeof d));
+  if (d.version == nullptr || d.service_name == nullptr) return InvalidArgument("service has no version or name");
+  ServiceRegistration reg{d.version, d.service_name, {}};
+  if (!IsIdentifier(reg.version, false)) return InvalidArgument("bad service version '" + reg.version + "'");
+  if (!IsIdentifier(reg.service_name, true)) return InvalidArgument("bad service name '" + reg.service_name + "'");
+  constexpr size_t kMethodV1Size = offsetof(csi_proxy_method_desc, plugin_method_ctx) + sizeof(void*);
+  if (d.method_count > 0 && (d.methods == nullptr || d.method_desc_size < kMethodV1Size)) {
+    return InvalidArgument("service " + reg.service_name + " has a truncated method table");
+  }
+  const auto* base = reinterpret_cast<const unsigned char*>(d.methods);
+  for (size_t i = 0; i < d.method_count; ++i) {
+    csi_proxy_method_desc m{};
+    const auto* raw = reinterpret_cast<const csi_proxy_method_desc*>(base + i * d.method_desc_size);
+    size_t size = std::min<size_t>({raw->struct_size, d.method_desc_size, sizeof m});
+    if (size < kMethodV1Size) return InvalidArgument("service " + reg.service_name + ": method entry truncated");
+    std::memcpy(&m, raw, size);
+    if (m.name == nullptr || !IsIdentifier(m.name, false) || m.handler == nullptr) {
+      return InvalidArgument("service " + reg.service_name + ": method " + std::to_string(i) +
+                             " has no valid name or handler");
+    }
+    reg.methods.push_back({"/" + reg.service_name + "/" + m.name, MethodHandler{m.handler, m.plugin_method_ctx}});
+  }
+  return reg;
+}
+
+Status EndpointRegistry::CheckConflicts(const std::string& group, const std::string& library,
+                                        const std::vector<ServiceRegistration>& services) const {
+  std::map<std::string, std::string> mine;  // path -> endpoint, to catch duplicates within the library
+  for (const auto& s : services) {
+    std::string name = EndpointName(group, s.version);
+    if (const Endpoint* existing = Find(name); existing != nullptr && existing->library != library) {
+      return AlreadyExists("endpoint " + name + " is already served by " + existing->library + "; " + library +
+                           " claims it too");
+    }
+    for (const auto& [path, handler] : s.methods) {
+      if (!mine.emplace(name + path, name).second) {
+        return AlreadyExists(library + " registers " + path + " on " + name + " twice");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void EndpointRegistry::Commit(const std::string& group, const std::string& library,
+                              std::vector<ServiceRegistration> services) {
+  for (auto& s : services) {
+    std::string name = EndpointName(group, s.version);
+    Endpoint& e = endpoints_[name];
+    e.name = name;
+    e.group = group;
+    e.version = s.version;
+    e.library = library;
+    for (auto& [path, handler] : s.methods) e.methods[path] = handler;
+  }
+}
+
+const Endpoint* EndpointRegistry::Find(const std::string& endpoint_name) const {
+  auto it = endpoints_.find(endpoint_name);
+  return it == endpoints_.end() ? nullptr : &it->second;
+}
+
+}  // namespace csi_proxy::host

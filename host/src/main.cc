@@ -1,0 +1,180 @@
+// csi-proxy: reads the configuration, loads the enabled API-group libraries and serves their endpoints.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "endpoint_registry.h"
+#include "plugin_loader.h"
+#include "server.h"
+
+namespace {
+
+using csi_proxy::host::HostConfig;
+
+constexpr const char* kUsage = R"(Usage: csi-proxy [--config FILE] [--check-config] [--log-level LEVEL]
+       csi-proxy --version | --help
+
+Serves the csi-proxy API groups named in the configuration, one Unix socket per group and version
+(csi-proxy-<group>-<version>) in the configured endpoint directory.
+
+  --config FILE       the TOML configuration (default: ../etc/csi-proxy/csi-proxy.toml beside the executable)
+  --check-config      load the configuration and every enabled group library, print what would be served,
+                      and exit: 0 when every enabled group loads, 1 with the reasons otherwise
+  --log-level LEVEL   trace, debug, info, warn or error; overrides [host] log_level
+  --version           print the version and exit
+  --help              print this text and exit
+)";
+
+struct Options {
+  std::string config_path;
+  std::string log_level;
+  bool check_config = false;
+};
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "csi-proxy: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+void SetUpLogging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("csi-proxy");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::flush_on(spdlog::level::trace);
+}
+
+struct LoadedGroups {
+  csi_proxy::host::EndpointRegistry registry;
+  std::vector<std::unique_ptr<csi_proxy::host::LoadedPlugin>> plugins;
+  std::vector<std::string> refusals;
+  bool required_failed = false;
+
+  ~LoadedGroups() {
+    for (auto it = plugins.rbegin(); it != plugins.rend(); ++it) (*it)->Shutdown();
+  }
+};
+
+void LoadGroups(const HostConfig& config, LoadedGroups& out) {
+  for (const auto& group : config.groups) {
+    if (!group.enabled) {
+      spdlog::info("group '{}' is disabled in the configuration", group.name);
+      continue;
+    }
+    auto plugin = csi_proxy::host::LoadPlugin(group, config, out.registry);
+    if (!plugin.ok()) {
+      spdlog::error("{}{}", plugin.status().message(), group.required ? " (required: refusing to start)" : " (skipped)");
+      out.refusals.push_back(plugin.status().message());
+      out.required_failed = out.required_failed || group.required;
+      continue;
+    }
+    const auto& p = **plugin;
+    spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {})", p.config_name(), p.library(),
+                 p.plugin_version(), p.abi_version());
+    for (const auto& v : p.skipped_versions()) {
+      spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
+    }
+    out.plugins.push_back(std::move(*plugin));
+  }
+}
+
+int CheckConfig(const HostConfig& config, LoadedGroups& groups) {
+  std::printf("%-12s %-10s %-34s %s\n", "GROUP", "VERSION", "ENDPOINT", "LIBRARY");
+  for (const auto& [name, e] : groups.registry.endpoints()) {
+    std::printf("%-12s %-10s %-34s %s\n", e.group.c_str(), e.version.c_str(),
+                (config.endpoint_dir + "/" + name).c_str(), e.library.c_str());
+  }
+  for (const auto& r : groups.refusals) std::printf("refused: %s\n", r.c_str());
+  if (groups.registry.endpoints().empty() && groups.refusals.empty()) std::printf("no group is enabled\n");
+  return groups.refusals.empty() && !groups.registry.endpoints().empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& flag) -> std::string {
+      if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
+      if (i + 1 < args.size()) return args[++i];
+      return {};
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--version") {
+      std::printf("csi-proxy %s (plugin ABI %u-%u)\n", CSI_PROXY_HOST_VERSION, csi_proxy::host::kAbiVersionMin,
+                  csi_proxy::host::kAbiVersionMax);
+      return 0;
+    } else if (a == "--check-config") {
+      opts.check_config = true;
+    } else if (a == "--config" || a.rfind("--config=", 0) == 0) {
+      opts.config_path = value("--config");
+      if (opts.config_path.empty()) return UsageError("--config needs a file");
+    } else if (a == "--log-level" || a.rfind("--log-level=", 0) == 0) {
+      opts.log_level = value("--log-level");
+      if (!csi_proxy::host::IsValidLogLevel(opts.log_level)) return UsageError("bad --log-level '" + opts.log_level + "'");
+    } else {
+      return UsageError("unknown argument '" + a + "'");
+    }
+  }
+
+  // Signals are taken synchronously by the main thread; every thread created later inherits this mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::string exe_dir = boost::dll::program_location().parent_path().string();
+  if (opts.config_path.empty()) opts.config_path = exe_dir + "/../etc/csi-proxy/csi-proxy.toml";
+  auto config = csi_proxy::host::LoadConfig(opts.config_path, exe_dir);
+  if (!config.ok()) {
+    std::fprintf(stderr, "csi-proxy: %s\n", config.status().message().c_str());
+    return 1;
+  }
+  SetUpLogging(opts.log_level.empty() ? config->log_level : opts.log_level);
+  spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
+
+  LoadedGroups groups;
+  LoadGroups(*config, groups);
+  if (opts.check_config) return CheckConfig(*config, groups);
+  if (groups.required_failed) return 1;
+  if (groups.registry.endpoints().empty()) {
+    spdlog::error("nothing to serve: no enabled group could be loaded");
+    return 1;
+  }
+
+  if (mkdir(config->endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    spdlog::error("cannot create endpoint_dir {}: {}", config->endpoint_dir, std::strerror(errno));
+    return 1;
+  }
+  csi_proxy::host::Server server(*config, groups.registry);
+  if (auto s = server.Start(); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  for (const auto& path : server.socket_paths()) spdlog::info("serving {}", path);
+  spdlog::info("ready: {} endpoints, {} workers", server.socket_paths().size(), config->workers);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("received {}; stopping (waiting up to {} ms for calls in flight)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               config->shutdown_timeout.count());
+  server.Shutdown(config->shutdown_timeout);
+  groups.plugins.clear();  // shutdown in reverse load order, then unload
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,163 @@
+// Plugin loading and ABI negotiation; see plugin_loader.h.
+#include "plugin_loader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/dll/import.hpp>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+namespace csi_proxy::host {
+namespace {
+
+std::string Prefix(const GroupConfig& g) { return "group '" + g.name + "' (" + g.library + "): "; }
+
+Status Refuse(const GroupConfig& g, Code code, const std::string& reason) { return Status(code, Prefix(g) + reason); }
+
+std::string CodeName(csi_proxy_status_code code) {
+  static const char* const kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+                                       "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  if (code >= 0 && code <= 16) return kNames[code];
+  return "code " + std::to_string(code);
+}
+
+}  // namespace
+
+std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host) {
+  toml::array working_dirs;
+  for (const auto& d : host.working_dirs) working_dirs.push_back(d);
+  toml::table host_table{{"kubelet_path", host.kubelet_path},
+                         {"working_dirs", std::move(working_dirs)},
+                         {"state_dir", host.state_dir},
+                         {"group_name", group.name}};
+  toml::table doc{{"host", std::move(host_table)}, {"group", group.settings}};
+  std::ostringstream out;
+  out << doc;
+  return out.str();
+}
+
+LoadedPlugin::~LoadedPlugin() { Shutdown(); }
+
+void LoadedPlugin::Shutdown() {
+  if (!initialized_) return;
+  initialized_ = false;
+  try {
+    if (api_.shutdown != nullptr) api_.shutdown(plugin_state_);
+  } catch (...) {
+    spdlog::error("group '{}' ({}): shutdown threw an exception", config_name_, library());
+  }
+}
+
+StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, const HostConfig& host,
+                                                   EndpointRegistry& registry) {
+  std::error_code ec;
+  if (!std::filesystem::exists(group.library, ec)) {
+    return Refuse(group, Code::kNotFound, "the library file does not exist");
+  }
+  auto plugin = std::make_unique<LoadedPlugin>();
+  plugin->config_name_ = group.name;
+  plugin->context_ = std::make_unique<csi_proxy_host_context>();
+  plugin->context_->library = group.library;
+  plugin->context_->group = group.name;
+  plugin->context_->versions = group.versions;
+  plugin->context_->registry = &registry;
+
+  boost::dll::fs::error_code load_error;
+  plugin->library_.load(group.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local,
+                        load_error);
+  if (load_error) {
+    const char* detail = dlerror();
+    return Refuse(group, Code::kFailedPrecondition,
+                  "cannot load the library: " + (detail ? std::string(detail) : load_error.message()));
+  }
+  if (!plugin->library_.has(CSI_PROXY_PLUGIN_ENTRY_SYMBOL)) {
+    return Refuse(group, Code::kFailedPrecondition,
+                  "the library does not export " CSI_PROXY_PLUGIN_ENTRY_SYMBOL "; it is not a csi-proxy group library");
+  }
+  auto negotiate = plugin->library_.get<csi_proxy_status_code(const csi_proxy_host_offer*, csi_proxy_plugin_answer*)>(
+      CSI_PROXY_PLUGIN_ENTRY_SYMBOL);
+
+  csi_proxy_host_offer offer{sizeof offer, kAbiVersionMin, kAbiVersionMax, CSI_PROXY_HOST_VERSION};
+  csi_proxy_plugin_answer answer{};
+  answer.struct_size = sizeof answer;
+  csi_proxy_status_code code = CSI_PROXY_STATUS_INTERNAL;
+  try {
+    code = negotiate(&offer, &answer);
+  } catch (...) {
+    return Refuse(group, Code::kInternal, "negotiation threw an exception across the C ABI");
+  }
+  constexpr size_t kAnswerV1 = offsetof(csi_proxy_plugin_answer, api) + sizeof(void*);
+  if (answer.struct_size < kAnswerV1 || answer.struct_size > sizeof answer) {
+    return Refuse(group, Code::kFailedPrecondition,
+                  "the negotiation answer is truncated or malformed: struct_size " + std::to_string(answer.struct_size) +
+                      ", expected at least " + std::to_string(kAnswerV1));
+  }
+  if (answer.abi_version < kAbiVersionMin || answer.abi_version > kAbiVersionMax) {
+    return Refuse(group, Code::kFailedPrecondition,
+                  "the library speaks ABI version " + std::to_string(answer.abi_version) + "; this host speaks " +
+                      std::to_string(kAbiVersionMin) + " to " + std::to_string(kAbiVersionMax));
+  }
+  if (code != CSI_PROXY_STATUS_OK) {
+    return Refuse(group, Code::kFailedPrecondition, "negotiation failed with " + CodeName(code));
+  }
+  if (answer.group == nullptr || answer.api == nullptr) {
+    return Refuse(group, Code::kFailedPrecondition, "the negotiation answer has no group name or function table");
+  }
+  constexpr size_t kApiV1 = offsetof(csi_proxy_plugin_api, shutdown) + sizeof(void*);
+  if (answer.api->struct_size < kApiV1) {
+    return Refuse(group, Code::kFailedPrecondition,
+                  "the plugin function table is truncated: struct_size " + std::to_string(answer.api->struct_size) +
+                      ", expected at least " + std::to_string(kApiV1));
+  }
+  std::memcpy(&plugin->api_, answer.api, std::min(answer.api->struct_size, sizeof plugin->api_));
+  if (plugin->api_.init == nullptr || plugin->api_.shutdown == nullptr) {
+    return Refuse(group, Code::kFailedPrecondition, "the plugin function table lacks init or shutdown");
+  }
+  plugin->abi_version_ = answer.abi_version;
+  plugin->plugin_version_ = answer.plugin_version != nullptr ? answer.plugin_version : "unknown";
+  plugin->context_->group = answer.group;
+  if (plugin->context_->group != group.name) {
+    spdlog::warn("group '{}' ({}): the library declares group '{}'; its endpoints are named after '{}'", group.name,
+                 group.library, plugin->context_->group, plugin->context_->group);
+  }
+
+  plugin->config_toml_ = GroupConfigToml(group, host);
+  plugin->host_api_ = MakeHostApi(plugin->context_.get(), plugin->config_toml_);
+  char error[1024] = {0};
+  plugin->context_->registering = true;
+  try {
+    code = plugin->api_.init(&plugin->host_api_, &plugin->plugin_state_, error, sizeof error);
+  } catch (...) {
+    code = CSI_PROXY_STATUS_INTERNAL;
+    std::snprintf(error, sizeof error, "init threw an exception across the C ABI");
+  }
+  plugin->context_->registering = false;
+  error[sizeof error - 1] = '\0';
+  if (code != CSI_PROXY_STATUS_OK) {
+    std::string reason = plugin->context_->refusal.empty() ? std::string(error) : plugin->context_->refusal;
+    return Refuse(group, code == CSI_PROXY_STATUS_ALREADY_EXISTS ? Code::kAlreadyExists : Code::kFailedPrecondition,
+                  "init failed with " + CodeName(code) + ": " + reason);
+  }
+  plugin->initialized_ = true;
+  if (plugin->context_->pending.empty()) {
+    return Refuse(group, Code::kFailedPrecondition,
+                  group.versions.empty() ? "the library registered no service"
+                                         : "the library serves none of the configured versions");
+  }
+  for (const auto& wanted : group.versions) {
+    bool offered = false;
+    for (const auto& s : plugin->context_->pending) offered = offered || s.version == wanted;
+    if (!offered) {
+      return Refuse(group, Code::kFailedPrecondition,
+                    "versions lists '" + wanted + "', which the library does not serve");
+    }
+  }
+  registry.Commit(plugin->context_->group, group.library, std::move(plugin->context_->pending));
+  plugin->context_->pending.clear();
+  return plugin;
+}
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,89 @@
+// See unix_socket.h.
+#include "unix_socket.h"
+
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace csi_proxy::host {
+namespace {
+
+std::string Errno() { return std::strerror(errno); }
+
+bool FillAddress(const std::string& path, sockaddr_un& addr) {
+  std::memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+}  // namespace
+
+StatusOr<gid_t> ResolveGroup(const std::string& name_or_gid) {
+  if (name_or_gid.empty()) return static_cast<gid_t>(-1);
+  if (name_or_gid.find_first_not_of("0123456789") == std::string::npos) {
+    return static_cast<gid_t>(std::stoul(name_or_gid));
+  }
+  std::vector<char> buf(16384);
+  group gr{};
+  group* found = nullptr;
+  int rc = getgrnam_r(name_or_gid.c_str(), &gr, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr) return NotFound("socket_group '" + name_or_gid + "' is not a known group");
+  return found->gr_gid;
+}
+
+StatusOr<int> ListenUnixSocket(const std::string& path, uint32_t mode, gid_t group) {
+  sockaddr_un addr;
+  if (!FillAddress(path, addr)) return InvalidArgument("socket path is too long: " + path);
+
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return FailedPrecondition(path + " exists and is not a socket; refusing to replace it");
+    }
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe < 0) return Internal("socket: " + Errno());
+    int rc = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    int connect_errno = errno;
+    close(probe);
+    if (rc == 0) {
+      return FailedPrecondition("endpoint " + path + " is busy: another process is serving it");
+    }
+    if (connect_errno != ECONNREFUSED) {
+      return FailedPrecondition("cannot tell whether " + path + " is in use: " + std::strerror(connect_errno));
+    }
+    if (unlink(path.c_str()) != 0) return Internal("cannot remove stale socket " + path + ": " + Errno());
+  }
+
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Internal("socket: " + Errno());
+  // The file is created with the process umask (at most 0755 for root's usual 022): no one else can connect
+  // before the chmod below widens it to the configured mode.
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    Status s = Internal("cannot bind " + path + ": " + Errno());
+    close(fd);
+    return s;
+  }
+  if (group != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), group) != 0) {
+    Status s = Internal("cannot set the group of " + path + ": " + Errno());
+    close(fd);
+    unlink(path.c_str());
+    return s;
+  }
+  if (chmod(path.c_str(), mode) != 0 || listen(fd, 128) != 0) {
+    Status s = Internal("cannot set up " + path + ": " + Errno());
+    close(fd);
+    unlink(path.c_str());
+    return s;
+  }
+  return fd;
+}
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,20 @@
+// Endpoint socket files: refuse a live one, replace a stale one, create with the configured mode and group.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::host {
+
+// Binds and listens on `path`. A socket file that another process still accepts on is never taken over
+// (FAILED_PRECONDITION naming it); one that refuses connections is a leftover of a crashed run and is replaced.
+// Returns the listening fd (non-blocking, close-on-exec).
+StatusOr<int> ListenUnixSocket(const std::string& path, uint32_t mode, gid_t group /* or -1 */);
+
+// Resolves a group name or a numeric gid; empty gives -1 (leave unchanged).
+StatusOr<gid_t> ResolveGroup(const std::string& name_or_gid);
+
+}  // namespace csi_proxy::host

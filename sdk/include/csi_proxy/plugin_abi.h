@@ -1,0 +1,210 @@
+/*
+ * csi_proxy/plugin_abi.h: the whole contract between the csi-proxy host and an API-group library.
+ *
+ * A group library (a "plugin") is a shared object that exports exactly one symbol, csi_proxy_plugin_negotiate.
+ * Everything else travels through the function tables below. The host owns gRPC, the sockets and the threads;
+ * the plugin receives serialized protobuf request bytes and answers with serialized response bytes.
+ *
+ * Naming: csi_proxy_host_* is provided by the host, csi_proxy_plugin_* by the plugin. Ownership is stated at every
+ * pointer: "host-owned" memory is never freed by the plugin and vice versa.
+ *
+ * Sequence:
+ *   1. The host dlopen()s the library (RTLD_NOW | RTLD_LOCAL) and calls csi_proxy_plugin_negotiate() with the
+ *      range of ABI versions it speaks. The plugin answers with the version it speaks, its group name, its own
+ *      version and its csi_proxy_plugin_api table.
+ *   2. The host calls api->init() once with the csi_proxy_host_api table. Inside init, and only there, the plugin
+ *      registers its services with host->register_service(). init may fail; the host then logs the plugin's
+ *      reason and skips the group or refuses to start, as its configuration says.
+ *   3. For every call, the host invokes the registered handler on one of its worker threads. The handler must
+ *      complete the call exactly once with host->complete_call(), before it returns or later from any thread.
+ *   4. At shutdown the host stops accepting calls, waits for every started call to complete (up to its
+ *      configured timeout), then calls api->shutdown(). The library is unloaded only after that, and never while
+ *      a call into it can still be running.
+ *
+ * Struct versioning: every struct starts with `struct_size`, set by the side that fills it to sizeof() as that
+ * side knows it. A reader copies min(struct_size, sizeof(its own struct)) into a zeroed struct, so a struct grows
+ * only by appending fields, and a field that the other side does not know reads as zero. A struct shorter than
+ * the fields that version 1 requires is refused as truncated.
+ *
+ * Errors are values: csi_proxy_status_code uses gRPC's status codes. No C++ exception may cross this boundary.
+ *
+ * ABI history:
+ *   version 1: first version.
+ */
+#ifndef CSI_PROXY_PLUGIN_ABI_H
+#define CSI_PROXY_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CSI_PROXY_ABI_VERSION_1 1u
+/* The newest version this header describes. */
+#define CSI_PROXY_ABI_VERSION_CURRENT CSI_PROXY_ABI_VERSION_1
+
+/* The one symbol a group library exports. */
+#define CSI_PROXY_PLUGIN_ENTRY_SYMBOL "csi_proxy_plugin_negotiate"
+
+#if defined(_WIN32)
+#define CSI_PROXY_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define CSI_PROXY_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* gRPC status codes. 0 is success; any other value is a failure whose meaning follows gRPC. */
+typedef int32_t csi_proxy_status_code;
+#define CSI_PROXY_STATUS_OK 0
+#define CSI_PROXY_STATUS_UNKNOWN 2
+#define CSI_PROXY_STATUS_INVALID_ARGUMENT 3
+#define CSI_PROXY_STATUS_NOT_FOUND 5
+#define CSI_PROXY_STATUS_ALREADY_EXISTS 6
+#define CSI_PROXY_STATUS_PERMISSION_DENIED 7
+#define CSI_PROXY_STATUS_FAILED_PRECONDITION 9
+#define CSI_PROXY_STATUS_UNIMPLEMENTED 12
+#define CSI_PROXY_STATUS_INTERNAL 13
+
+/* Log levels of host->log(). */
+typedef int32_t csi_proxy_log_level;
+#define CSI_PROXY_LOG_TRACE 0
+#define CSI_PROXY_LOG_DEBUG 1
+#define CSI_PROXY_LOG_INFO 2
+#define CSI_PROXY_LOG_WARN 3
+#define CSI_PROXY_LOG_ERROR 4
+
+/* Host-owned opaque handles. */
+typedef struct csi_proxy_host_context csi_proxy_host_context; /* one per loaded plugin; valid until shutdown returns */
+typedef struct csi_proxy_host_call csi_proxy_host_call;       /* one per call; valid until complete_call returns */
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Negotiation (step 1)
+ */
+
+/* Filled by the host; read-only for the plugin; valid only during csi_proxy_plugin_negotiate. */
+typedef struct csi_proxy_host_offer {
+  size_t struct_size;
+  uint32_t abi_version_min;  /* the oldest ABI version the host speaks */
+  uint32_t abi_version_max;  /* the newest ABI version the host speaks */
+  const char* host_version;  /* host-owned, NUL-terminated, e.g. "0.1.0" */
+} csi_proxy_host_offer;
+
+struct csi_proxy_plugin_api;
+
+/* Zeroed by the host with struct_size = sizeof() as the host knows it; filled by the plugin, which sets
+ * struct_size to the size it wrote (never more than the host's struct_size). Every pointer is plugin-owned and
+ * must stay valid until the library is unloaded (static storage is the normal choice). */
+typedef struct csi_proxy_plugin_answer {
+  size_t struct_size;
+  uint32_t abi_version;                   /* the version the plugin speaks, within the offered range */
+  const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version> */
+  const char* plugin_version;             /* the library's own version, for logs, e.g. "1.2.0" */
+  const struct csi_proxy_plugin_api* api; /* the plugin's function table */
+} csi_proxy_plugin_answer;
+
+/* The entry point. Returns CSI_PROXY_STATUS_OK, or a failure (FAILED_PRECONDITION when no offered version
+ * suits the plugin). Even on failure the plugin should fill answer->abi_version and answer->group so that the
+ * host can say what did not match. Must not throw. */
+typedef csi_proxy_status_code (*csi_proxy_plugin_negotiate_fn)(const csi_proxy_host_offer* offer,
+                                                               csi_proxy_plugin_answer* answer);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Services (registered during init)
+ */
+
+/* Handles one call. `request` is host-owned and valid only until the handler returns (copy it to finish
+ * later). `plugin_method_ctx` is the pointer given at registration. The handler runs on a host worker thread
+ * and may block; it must eventually call host->complete_call(call, ...) exactly once. */
+typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_host_call* call,
+                                            const uint8_t* request, size_t request_size);
+
+typedef struct csi_proxy_method_desc {
+  size_t struct_size;
+  const char* name;                  /* the RPC name, e.g. "PathExists"; the path is /<service_name>/<name> */
+  csi_proxy_plugin_handler_fn handler;
+  void* plugin_method_ctx;           /* plugin-owned; must stay valid until shutdown returns */
+} csi_proxy_method_desc;
+
+/* One gRPC service of one API version. The host copies everything it needs during register_service. */
+typedef struct csi_proxy_service_desc {
+  size_t struct_size;
+  const char* version;      /* e.g. "v1"; the service is served on endpoint csi-proxy-<group>-<version> */
+  const char* service_name; /* the package-qualified service name, e.g. "v1.Filesystem" */
+  const csi_proxy_method_desc* methods;
+  size_t method_count;
+  size_t method_desc_size;  /* the array's stride: sizeof(csi_proxy_method_desc) as the plugin knows it */
+} csi_proxy_service_desc;
+
+/* The connecting process, from the socket's SO_PEERCRED; -1 where unknown. */
+typedef struct csi_proxy_peer_credentials {
+  size_t struct_size;
+  int64_t pid;
+  int64_t uid;
+  int64_t gid;
+} csi_proxy_peer_credentials;
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Host services (step 2 on), passed to init. The table and everything it points to is host-owned and valid
+ * until shutdown returns. Every function is safe to call from any thread unless it says otherwise.
+ */
+typedef struct csi_proxy_host_api {
+  size_t struct_size;
+  uint32_t abi_version;            /* the version agreed in negotiation */
+  csi_proxy_host_context* host;    /* pass back as the first argument of the functions below */
+
+  /* The group's configuration as a NUL-terminated TOML document with two tables: [host] holds the node-wide
+   * settings every group may read (kubelet_path, working_dirs, state_dir) and [group] holds the keys of this
+   * group's [groups.<name>] table in the host configuration, as the admin wrote them. */
+  const char* config_toml;
+  size_t config_toml_size;
+
+  /* Writes one line to the host's log, tagged with the group. `message` need not be NUL-terminated. */
+  void (*log)(csi_proxy_host_context* host, csi_proxy_log_level level, const char* message, size_t message_size);
+
+  /* Registers one service. Only valid during init (later calls fail with FAILED_PRECONDITION). Fails with
+   * ALREADY_EXISTS when another library already serves the same method path; the host logs both libraries. */
+  csi_proxy_status_code (*register_service)(csi_proxy_host_context* host, const csi_proxy_service_desc* service);
+
+  /* Completes a call: exactly once per call, from any thread. `message` (the status text, ignored on success)
+   * and `response` (serialized response bytes, ignored on failure) are plugin-owned and copied before this
+   * returns. After it returns, `call` is gone. */
+  void (*complete_call)(csi_proxy_host_call* call, csi_proxy_status_code code, const char* message,
+                        size_t message_size, const uint8_t* response, size_t response_size);
+
+  /* The client's deadline as nanoseconds since the Unix epoch, or INT64_MAX when it set none. */
+  int64_t (*call_deadline_unix_ns)(const csi_proxy_host_call* call);
+
+  /* Non-zero once the client has cancelled the call or its deadline has passed. */
+  int32_t (*call_is_cancelled)(const csi_proxy_host_call* call);
+
+  /* Fills `out` (the caller sets out->struct_size) with the credentials of the connecting process. */
+  void (*call_peer_credentials)(const csi_proxy_host_call* call, csi_proxy_peer_credentials* out);
+} csi_proxy_host_api;
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * The plugin's table (returned by negotiation; plugin-owned, static storage).
+ */
+typedef struct csi_proxy_plugin_api {
+  size_t struct_size;
+
+  /* Called once, on the host's main thread, before any call. Registers services. On success stores the
+   * plugin's own state pointer (plugin-owned, may be NULL) in *plugin_state and returns CSI_PROXY_STATUS_OK.
+   * On failure writes a NUL-terminated reason of at most error_size bytes (including the NUL) into `error`
+   * and returns another code; the host then never calls shutdown. */
+  csi_proxy_status_code (*init)(const csi_proxy_host_api* host, void** plugin_state, char* error,
+                                size_t error_size);
+
+  /* Called once, after every call has completed; releases what init created. */
+  void (*shutdown)(void* plugin_state);
+} csi_proxy_plugin_api;
+
+/* The exported entry point of every group library. */
+CSI_PROXY_PLUGIN_EXPORT csi_proxy_status_code csi_proxy_plugin_negotiate(const csi_proxy_host_offer* offer,
+                                                                         csi_proxy_plugin_answer* answer);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CSI_PROXY_PLUGIN_ABI_H */
