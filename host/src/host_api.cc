@@ -36,6 +36,7 @@ csi_proxy_status_code RegisterService(csi_proxy_host_context* ctx, const csi_pro
       ctx->refusal = reg.status().message();
       return static_cast<csi_proxy_status_code>(reg.status().code());
     }
+    ctx->offered_versions.push_back(reg->version);
     if (!ctx->versions.empty() &&
         std::find(ctx->versions.begin(), ctx->versions.end(), reg->version) == ctx->versions.end()) {
       ctx->skipped_versions.push_back(reg->version);

@@ -35,6 +35,7 @@ struct csi_proxy_host_context {
   const csi_proxy::host::EndpointRegistry* registry = nullptr;
   bool registering = false;
   std::vector<csi_proxy::host::ServiceRegistration> pending;  // committed when init succeeds
+  std::vector<std::string> offered_versions;                   // every version the library registered
   std::vector<std::string> skipped_versions;                   // offered but filtered out by the admin
   std::string refusal;  // why the host refused a registration, for the log line
 };

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/dll/import.hpp>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -137,23 +138,22 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->context_->registering = false;
   error[sizeof error - 1] = '\0';
   if (code != CSI_PROXY_STATUS_OK) {
-    std::string reason = plugin->context_->refusal.empty() ? std::string(error) : plugin->context_->refusal;
-    return Refuse(group, code == CSI_PROXY_STATUS_ALREADY_EXISTS ? Code::kAlreadyExists : Code::kFailedPrecondition,
-                  "init failed with " + CodeName(code) + ": " + reason);
+    // A registration the host refused explains itself; otherwise the plugin's own reason.
+    if (!plugin->context_->refusal.empty()) {
+      return Refuse(group, static_cast<Code>(code), plugin->context_->refusal);
+    }
+    return Refuse(group, Code::kFailedPrecondition, "init failed with " + CodeName(code) + ": " + error);
   }
   plugin->initialized_ = true;
-  if (plugin->context_->pending.empty()) {
-    return Refuse(group, Code::kFailedPrecondition,
-                  group.versions.empty() ? "the library registered no service"
-                                         : "the library serves none of the configured versions");
-  }
   for (const auto& wanted : group.versions) {
-    bool offered = false;
-    for (const auto& s : plugin->context_->pending) offered = offered || s.version == wanted;
-    if (!offered) {
+    const auto& offered = plugin->context_->offered_versions;
+    if (std::find(offered.begin(), offered.end(), wanted) == offered.end()) {
       return Refuse(group, Code::kFailedPrecondition,
                     "versions lists '" + wanted + "', which the library does not serve");
     }
+  }
+  if (plugin->context_->pending.empty()) {
+    return Refuse(group, Code::kFailedPrecondition, "the library registered no service");
   }
   registry.Commit(plugin->context_->group, group.library, std::move(plugin->context_->pending));
   plugin->context_->pending.clear();

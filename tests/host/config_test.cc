@@ -1,0 +1,134 @@
+// The configuration is the admin's interface: every mistake must be named with its key and line.
+#include "config.h"
+
+#include <gtest/gtest.h>
+
+namespace csi_proxy::host {
+namespace {
+
+StatusOr<HostConfig> Parse(const std::string& text) { return ParseConfig(text, "test.toml", "/opt/csi-proxy/bin"); }
+
+TEST(Config, EmptyFileGivesDocumentedDefaults) {
+  auto c = Parse("");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->endpoint_dir, "/run/csi-proxy");
+  EXPECT_EQ(c->plugin_dir, "/opt/csi-proxy/lib/csi-proxy/plugins");
+  EXPECT_EQ(c->kubelet_path, "/var/lib/kubelet");
+  EXPECT_TRUE(c->working_dirs.empty());
+  EXPECT_EQ(c->log_level, "info");
+  EXPECT_EQ(c->socket_mode, 0660u);
+  EXPECT_EQ(c->shutdown_timeout, std::chrono::seconds(30));
+  EXPECT_TRUE(c->groups.empty());
+}
+
+TEST(Config, ReadsEveryHostKey) {
+  auto c = Parse(R"(
+[host]
+endpoint_dir = "/run/x"
+plugin_dir = "/usr/lib/x"
+kubelet_path = "/var/lib/k"
+working_dirs = ["/mnt/a", "/mnt/b"]
+state_dir = "/var/lib/s"
+log_level = "debug"
+workers = 4
+socket_mode = 0o600
+socket_group = "disk"
+shutdown_timeout_seconds = 5
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->endpoint_dir, "/run/x");
+  EXPECT_EQ(c->plugin_dir, "/usr/lib/x");
+  EXPECT_EQ(c->kubelet_path, "/var/lib/k");
+  EXPECT_EQ(c->working_dirs, (std::vector<std::string>{"/mnt/a", "/mnt/b"}));
+  EXPECT_EQ(c->state_dir, "/var/lib/s");
+  EXPECT_EQ(c->workers, 4);
+  EXPECT_EQ(c->socket_mode, 0600u);
+  EXPECT_EQ(c->socket_group, "disk");
+  EXPECT_EQ(c->shutdown_timeout, std::chrono::seconds(5));
+}
+
+TEST(Config, SocketModeAcceptsAnOctalString) {
+  auto c = Parse("[host]\nsocket_mode = \"0640\"\n");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->socket_mode, 0640u);
+  EXPECT_FALSE(Parse("[host]\nsocket_mode = \"rw-\"\n").ok());
+  EXPECT_FALSE(Parse("[host]\nsocket_mode = 0o1777\n").ok());
+}
+
+TEST(Config, UnknownHostKeyIsNamedWithItsLine) {
+  auto c = Parse("[host]\nendpoint_dir = \"/run/x\"\nendpont_dir = \"/run/y\"\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "test.toml:3: host.endpont_dir is not a known key");
+}
+
+TEST(Config, WrongTypeIsNamedWithItsLine) {
+  auto c = Parse("\n[host]\nworkers = \"eight\"\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "test.toml:3: host.workers must be an integer from 1 to 1024");
+  c = Parse("[groups.disk]\nenabled = \"yes\"\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "test.toml:2: groups.disk.enabled must be true or false");
+}
+
+TEST(Config, MalformedFileGivesTheLine) {
+  auto c = Parse("[host]\nendpoint_dir = \"/run/x\nworkers = 2\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("test.toml:2:"), std::string::npos) << c.status().message();
+}
+
+TEST(Config, RelativePathsAreRefused) {
+  auto c = Parse("[host]\nkubelet_path = \"var/lib/kubelet\"\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "test.toml:2: host.kubelet_path must be an absolute path, not 'var/lib/kubelet'");
+  EXPECT_FALSE(Parse("[host]\nworking_dirs = [\"relative\"]\n").ok());
+}
+
+TEST(Config, UnknownTopLevelTableIsRefused) {
+  auto c = Parse("[hosts]\nx = 1\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("hosts is not a known table"), std::string::npos);
+}
+
+TEST(Config, GroupDefaultsAndGroupKeysPassThrough) {
+  auto c = Parse(R"(
+[groups.volume]
+enabled = true
+default_fs_type = "xfs"
+mkfs_timeout_seconds = 60
+
+[groups.smb]
+enabled = false
+required = true
+library = "/opt/vendor/libsmb.so"
+versions = ["v1"]
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->groups.size(), 2u);
+  const GroupConfig& smb = c->groups[0];  // sorted by name
+  const GroupConfig& volume = c->groups[1];
+  EXPECT_EQ(volume.name, "volume");
+  EXPECT_TRUE(volume.enabled);
+  EXPECT_FALSE(volume.required);
+  EXPECT_EQ(volume.library, "/opt/csi-proxy/lib/csi-proxy/plugins/libcsi-proxy-volume.so");
+  EXPECT_EQ(volume.settings["default_fs_type"].value_or(std::string()), "xfs");
+  EXPECT_EQ(volume.settings["mkfs_timeout_seconds"].value_or(int64_t{0}), 60);
+  EXPECT_FALSE(volume.settings.contains("enabled"));
+  EXPECT_FALSE(smb.enabled);
+  EXPECT_TRUE(smb.required);
+  EXPECT_EQ(smb.library, "/opt/vendor/libsmb.so");
+  EXPECT_EQ(smb.versions, std::vector<std::string>{"v1"});
+}
+
+TEST(Config, BadVersionNamesAreRefused) {
+  auto c = Parse("[groups.disk]\nversions = [\"v1\", \"latest\"]\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'latest', not a version"), std::string::npos);
+  EXPECT_TRUE(Parse("[groups.disk]\nversions = [\"v1\", \"v1alpha2\", \"v2beta1\"]\n").ok());
+}
+
+TEST(Config, BadGroupNamesAreRefused) {
+  EXPECT_FALSE(Parse("[groups.\"Disk-X\"]\nenabled = true\n").ok());
+}
+
+}  // namespace
+}  // namespace csi_proxy::host

@@ -1,0 +1,148 @@
+// See host_process.h.
+#include "host_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace csi_proxy::testing {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/csi-proxy-test-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string BuildDir() { return CSI_PROXY_BUILD_DIR; }
+std::string HostBinary() { return BuildDir() + "/bin/csi-proxy"; }
+std::string PluginDir() { return BuildDir() + "/lib/csi-proxy/plugins"; }
+
+bool SocketAccepts(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+HostProcess::HostProcess(std::string groups_toml, std::string host_keys) {
+  fs::create_directories(endpoint_dir());
+  fs::create_directories(kubelet_dir());
+  std::ofstream cfg(config_path());
+  cfg << "[host]\n";
+  if (host_keys.find("endpoint_dir") == std::string::npos) cfg << "endpoint_dir = \"" << endpoint_dir() << "\"\n";
+  if (host_keys.find("plugin_dir") == std::string::npos) cfg << "plugin_dir = \"" << PluginDir() << "\"\n";
+  if (host_keys.find("kubelet_path") == std::string::npos) cfg << "kubelet_path = \"" << kubelet_dir() << "\"\n";
+  if (host_keys.find("state_dir") == std::string::npos) cfg << "state_dir = \"" << dir() << "/state\"\n";
+  if (host_keys.find("log_level") == std::string::npos) cfg << "log_level = \"debug\"\n";
+  cfg << host_keys << "\n" << groups_toml << "\n";
+}
+
+HostProcess::~HostProcess() {
+  if (pid_ > 0) Kill();
+}
+
+pid_t HostProcess::Spawn(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv = {HostBinary(), "--config", config_path()};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::string log_path = dir() + "/host.log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    error_ = "cannot start " + argv[0] + ": " + std::strerror(rc);
+    return -1;
+  }
+  return pid;
+}
+
+bool HostProcess::Start(const std::vector<std::string>& expect_endpoints, std::chrono::milliseconds timeout) {
+  pid_ = Spawn({});
+  if (pid_ < 0) return false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      error_ = "the host exited during start-up (status " + std::to_string(status) + "):\n" + log();
+      return false;
+    }
+    bool all = true;
+    for (const auto& e : expect_endpoints) all = all && SocketAccepts(endpoint(e));
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  error_ = "the host did not serve every expected endpoint in time:\n" + log();
+  return false;
+}
+
+int HostProcess::RunToExit(const std::vector<std::string>& extra_args, std::chrono::milliseconds timeout) {
+  pid_ = Spawn(extra_args);
+  if (pid_ < 0) return -1;
+  return Wait(timeout);
+}
+
+int HostProcess::Wait(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      return 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return -1;
+}
+
+int HostProcess::Stop(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  return Wait(timeout);
+}
+
+void HostProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+std::string HostProcess::log() const {
+  std::ifstream in(dir() + "/host.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace csi_proxy::testing

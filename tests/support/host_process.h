@@ -1,0 +1,76 @@
+// Starts the real csi-proxy executable with a configuration written for the test, and stops it.
+// Everything it creates (a temporary directory with the config, the endpoint directory and the log) is removed
+// when the object goes away, and the process is killed if it is still running, also when a test fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace csi_proxy::testing {
+
+// A directory under /tmp removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Paths of the build tree the tests run from.
+std::string BuildDir();
+std::string HostBinary();   // build/bin/csi-proxy
+std::string PluginDir();    // build/lib/csi-proxy/plugins
+
+class HostProcess {
+ public:
+  // `groups_toml` holds the [groups.*] tables; `host_keys` extra lines for [host] (endpoint_dir, plugin_dir and
+  // kubelet_path default to the test's own directories unless given there).
+  explicit HostProcess(std::string groups_toml, std::string host_keys = "");
+  ~HostProcess();
+  HostProcess(const HostProcess&) = delete;
+  HostProcess& operator=(const HostProcess&) = delete;
+
+  // Starts the host and waits until every endpoint in `expect_endpoints` accepts connections (or the process
+  // exits, or `timeout` passes). Returns false with the reason in error().
+  bool Start(const std::vector<std::string>& expect_endpoints,
+             std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Runs the host with extra arguments and waits for it to exit; returns the exit code.
+  int RunToExit(const std::vector<std::string>& extra_args, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+  // Sends SIGTERM and waits; returns the exit code (or 128+signal). -1 if it did not stop within `timeout`.
+  int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Sends SIGKILL and waits (a crash, as far as the sockets are concerned).
+  void Kill();
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+  const std::string& dir() const { return dir_.path(); }
+  std::string endpoint_dir() const { return dir_.path() + "/endpoints"; }
+  std::string kubelet_dir() const { return dir_.path() + "/kubelet"; }
+  std::string config_path() const { return dir_.path() + "/csi-proxy.toml"; }
+  std::string endpoint(const std::string& name) const { return endpoint_dir() + "/" + name; }
+  // Everything the host wrote to stdout and stderr so far.
+  std::string log() const;
+  const std::string& error() const { return error_; }
+
+ private:
+  pid_t Spawn(const std::vector<std::string>& extra_args);
+  int Wait(std::chrono::milliseconds timeout);
+
+  TempDir dir_;
+  pid_t pid_ = -1;
+  std::string error_;
+};
+
+// True when a Unix socket at `path` accepts a connection.
+bool SocketAccepts(const std::string& path);
+
+}  // namespace csi_proxy::testing
