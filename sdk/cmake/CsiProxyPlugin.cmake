@@ -5,7 +5,9 @@
 #     SOURCES <files...>            # the plugin's C++ sources
 #     [PROTOS <files...>]           # .proto files; each must say `option optimize_for = LITE_RUNTIME;`
 #     [PROTO_ROOT <dir>]            # the import root of PROTOS (default: the current source dir)
-#     [LIBS <targets...>])          # further libraries to link
+#     [LIBS <targets...>]           # further libraries to link
+#     [INSTALL_DIR <dir>]           # where `cmake --install` puts it (default: no install rule)
+#     [NO_INSTALL])                 # in the csi-proxy tree: do not install (examples, test fixtures)
 #
 # The result is a MODULE library with hidden visibility, exactly one exported symbol
 # (csi_proxy_plugin_negotiate), no undefined symbols (-z defs) and protobuf-lite generated code, which registers
@@ -48,7 +50,7 @@ function(csi_proxy_generate_lite_protos out_var)
 endfunction()
 
 function(csi_proxy_add_plugin target)
-  cmake_parse_arguments(P "" "GROUP;PROTO_ROOT" "SOURCES;PROTOS;LIBS" ${ARGN})
+  cmake_parse_arguments(P "NO_INSTALL" "GROUP;PROTO_ROOT;INSTALL_DIR" "SOURCES;PROTOS;LIBS" ${ARGN})
   if(NOT P_GROUP)
     message(FATAL_ERROR "csi_proxy_add_plugin(${target}): GROUP is required")
   endif()
@@ -75,7 +77,14 @@ function(csi_proxy_add_plugin target)
   target_link_options(${target} PRIVATE
     "-Wl,-z,defs"
     "-Wl,--version-script=${_CSI_PROXY_SDK_CMAKE_DIR}/csi_proxy_plugin.map")
+  # In the csi-proxy tree, group libraries land beside the host as in an installed tree.
   if(DEFINED CSI_PROXY_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CSI_PROXY_PLUGIN_OUTPUT_DIR})
+    if(NOT P_INSTALL_DIR AND NOT P_NO_INSTALL)
+      set(P_INSTALL_DIR ${CSI_PROXY_INSTALL_PLUGIN_DIR})
+    endif()
+  endif()
+  if(P_INSTALL_DIR)
+    install(TARGETS ${target} LIBRARY DESTINATION ${P_INSTALL_DIR})
   endif()
 endfunction()

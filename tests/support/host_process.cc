@@ -45,13 +45,15 @@ bool SocketAccepts(const std::string& path) {
   return ok;
 }
 
-HostProcess::HostProcess(std::string groups_toml, std::string host_keys) {
+HostProcess::HostProcess(std::string groups_toml, std::string host_keys, HostOptions options)
+    : options_(std::move(options)) {
+  if (options_.binary.empty()) options_.binary = HostBinary();
   fs::create_directories(endpoint_dir());
   fs::create_directories(kubelet_dir());
   std::ofstream cfg(config_path());
   cfg << "[host]\n";
   if (host_keys.find("endpoint_dir") == std::string::npos) cfg << "endpoint_dir = \"" << endpoint_dir() << "\"\n";
-  if (host_keys.find("plugin_dir") == std::string::npos) cfg << "plugin_dir = \"" << PluginDir() << "\"\n";
+  if (options_.write_plugin_dir && host_keys.find("plugin_dir") == std::string::npos) cfg << "plugin_dir = \"" << PluginDir() << "\"\n";
   if (host_keys.find("kubelet_path") == std::string::npos) cfg << "kubelet_path = \"" << kubelet_dir() << "\"\n";
   if (host_keys.find("state_dir") == std::string::npos) cfg << "state_dir = \"" << dir() << "/state\"\n";
   if (host_keys.find("log_level") == std::string::npos) cfg << "log_level = \"debug\"\n";
@@ -63,7 +65,7 @@ HostProcess::~HostProcess() {
 }
 
 pid_t HostProcess::Spawn(const std::vector<std::string>& extra_args) {
-  std::vector<std::string> argv = {HostBinary(), "--config", config_path()};
+  std::vector<std::string> argv = {options_.binary, "--config", config_path()};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());

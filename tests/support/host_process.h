@@ -29,11 +29,16 @@ std::string BuildDir();
 std::string HostBinary();   // build/bin/csi-proxy
 std::string PluginDir();    // build/lib/csi-proxy/plugins
 
+struct HostOptions {
+  std::string binary;              // default: HostBinary()
+  bool write_plugin_dir = true;    // false: leave plugin_dir unset, so the host uses its default beside itself
+};
+
 class HostProcess {
  public:
   // `groups_toml` holds the [groups.*] tables; `host_keys` extra lines for [host] (endpoint_dir, plugin_dir and
   // kubelet_path default to the test's own directories unless given there).
-  explicit HostProcess(std::string groups_toml, std::string host_keys = "");
+  explicit HostProcess(std::string groups_toml, std::string host_keys = "", HostOptions options = {});
   ~HostProcess();
   HostProcess(const HostProcess&) = delete;
   HostProcess& operator=(const HostProcess&) = delete;
@@ -66,6 +71,7 @@ class HostProcess {
   int Wait(std::chrono::milliseconds timeout);
 
   TempDir dir_;
+  HostOptions options_;
   pid_t pid_ = -1;
   std::string error_;
 };

@@ -1,0 +1,58 @@
+// A third party's path: install csi-proxy and its SDK to a prefix, build the example group out of tree with
+// find_package(CsiProxySdk) and one csi_proxy_add_plugin() call, and have the installed host serve it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "grpc_client.h"
+#include "host_process.h"
+#include "run_program.h"
+#include "v1/echo.pb.h"
+
+namespace csi_proxy::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+void RunOk(const std::vector<std::string>& argv) {
+  auto r = common::RunProgram(argv, {.timeout = std::chrono::minutes(10)});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->exit_code, 0) << r->output;
+}
+
+TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByTheInstalledHost) {
+  TempDir work;
+  const std::string prefix = work.path() + "/prefix";
+  ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix}));
+
+  for (const char* f : {"bin/csi-proxy", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
+                        "include/csi_proxy/status.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
+                        "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
+    EXPECT_TRUE(fs::exists(prefix + "/" + f)) << f;
+  }
+  EXPECT_FALSE(fs::exists(prefix + "/lib/csi-proxy/plugins/libcsi-proxy-echo.so"));  // examples stay out
+
+  // Out of tree: only the installed SDK, found through CMAKE_PREFIX_PATH.
+  const std::string build = work.path() + "/echo-build";
+  ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "-S", std::string(CSI_PROXY_SOURCE_DIR) + "/sdk/examples/echo",
+                               "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix, "-DCMAKE_BUILD_TYPE=Release"}));
+  ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--build", build, "-j2"}));
+  ASSERT_TRUE(fs::exists(build + "/libcsi-proxy-echo.so"));
+
+  // Dropped into the installed plugin folder, found without any plugin_dir in the config.
+  fs::create_directories(prefix + "/lib/csi-proxy/plugins");
+  fs::copy_file(build + "/libcsi-proxy-echo.so", prefix + "/lib/csi-proxy/plugins/libcsi-proxy-echo.so");
+  HostProcess host("[groups.echo]\nenabled = true\n", "",
+                   HostOptions{.binary = prefix + "/bin/csi-proxy", .write_plugin_dir = false});
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  v1::EchoRequest req;
+  req.set_text("built out of tree");
+  v1::EchoResponse resp;
+  ASSERT_TRUE(Call(Dial(host.endpoint("csi-proxy-echo-v1")), "/v1.Echo/Echo", req, &resp).ok());
+  EXPECT_EQ(resp.text(), "built out of tree");
+  EXPECT_NE(host.log().find(prefix + "/lib/csi-proxy/plugins/libcsi-proxy-echo.so"), std::string::npos);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace csi_proxy::testing
