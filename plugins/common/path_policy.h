@@ -1,0 +1,66 @@
+// Which host paths a request may name: the kubelet path and the admin's working dirs ("allowed roots").
+//
+// This is the lexical half of the rule, portable and free of system calls: a request path must be absolute,
+// non-empty, free of NUL bytes and `..` components, and lie under a root component by component
+// (`/var/lib/kubelet-evil` is not under `/var/lib/kubelet`). Symlinks are the other half; they are handled
+// when the path is opened (confined_open_linux.h), never by looking at strings alone.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::common {
+
+// A request path that passed the lexical check, split at the allowed root it lies under.
+struct ConfinedPath {
+  std::string path;      // normalized absolute path: no `.`, no empty components, no trailing slash
+  std::string root;      // the allowed root it lies under (normalized); the longest one if roots nest
+  std::string relative;  // the components below `root`, joined by '/'; empty when the path is the root itself
+
+  bool is_root() const { return relative.empty(); }
+};
+
+// An absolute path split at the allowed root it starts with, without judging the rest. Used for the text of
+// symlinks met while opening a path: their `..` components are resolved on the way, against real directories.
+struct RootedText {
+  std::string root;
+  std::vector<std::string> rest;  // raw components after the root ("." and ".." kept, empty ones dropped)
+};
+
+class PathPolicy {
+ public:
+  // The roots are the kubelet path and the working dirs; empty entries are ignored, duplicates collapsed.
+  // A root must be absolute, without `..`, and not "/" itself (that would allow everything).
+  static StatusOr<PathPolicy> Create(std::string_view kubelet_path, const std::vector<std::string>& working_dirs);
+
+  // The lexical check of one request path. `field` names the request field in messages ("path", "target_path").
+  // INVALID_ARGUMENT for empty, relative, NUL-containing, `..`-containing or overlong paths; PERMISSION_DENIED
+  // when the path is not under any allowed root. Messages quote the path and list the roots.
+  StatusOr<ConfinedPath> Confine(std::string_view path, std::string_view field = "path") const;
+
+  // Splits an absolute path (typically a symlink's text) at the longest allowed root it starts with, component
+  // by component; nullopt when it starts with none.
+  std::optional<RootedText> SplitAtRoot(std::string_view absolute) const;
+
+  const std::vector<std::string>& roots() const { return roots_; }
+  // "[/var/lib/kubelet, /var/lib/csi-driver]" for error messages.
+  std::string RootsForMessage() const;
+  // PERMISSION_DENIED for a path whose resolution (through symlinks or `..` in a symlink) would leave the roots.
+  Status EscapeError(std::string_view field, std::string_view path, std::string_view how) const;
+
+ private:
+  std::vector<std::string> roots_;
+};
+
+// The path in double quotes with control bytes, quotes and backslashes escaped, so request data cannot forge
+// log lines or messages.
+std::string QuotePath(std::string_view path);
+
+// Splits at '/', dropping empty components; "." and ".." are kept.
+std::vector<std::string> SplitPath(std::string_view path);
+
+}  // namespace csi_proxy::common

@@ -1,0 +1,241 @@
+// Linux implementation of the filesystem group's OS layer: *at() calls on descriptors opened beneath the
+// allowed roots, AT_SYMLINK_NOFOLLOW on the final component, and a removal walk that never crosses a mount.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "confined_open_linux.h"
+#include "filesystem_backend.h"
+
+namespace csi_proxy::filesystem {
+namespace {
+
+using common::ConfinedPath;
+using common::ErrnoStatus;
+using common::Openat2;
+using common::QuotePath;
+using common::UniqueFd;
+
+// Deeper trees are not removed (each level holds one descriptor while the walk is inside it).
+constexpr int kMaxDepth = 512;
+// At most this many problems are spelled out in one error message; the rest are counted.
+constexpr size_t kMaxReported = 8;
+
+Status MountPointKept(const std::string& shown) {
+  return FailedPrecondition("not removed: " + QuotePath(shown) + " is a mount point");
+}
+
+// What a removal walk could not remove, and why.
+class Problems {
+ public:
+  void Add(Status status) {
+    ++count_;
+    if (shown_.size() < kMaxReported) shown_.push_back(std::move(status));
+  }
+  size_t count() const { return count_; }
+
+  // OK if nothing was kept; otherwise the first problem's code and every problem's message.
+  Status Summary() const {
+    if (count_ == 0) return Status::Ok();
+    std::string message;
+    for (const Status& s : shown_) {
+      if (!message.empty()) message += "; ";
+      message += s.message();
+    }
+    if (count_ > shown_.size()) message += "; and " + std::to_string(count_ - shown_.size()) + " more";
+    return Status(shown_.front().code(), message);
+  }
+
+ private:
+  size_t count_ = 0;
+  std::vector<Status> shown_;
+};
+
+StatusOr<std::vector<std::string>> ListNames(int dirfd, const std::string& shown) {
+  // A fresh open file description, so the listing starts at the beginning whatever dirfd is.
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "listing " + QuotePath(shown));
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "listing " + QuotePath(shown));
+  }
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    struct dirent* entry = ::readdir(dir);
+    if (entry == nullptr) break;
+    if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+    names.emplace_back(entry->d_name);
+  }
+  int err = errno;
+  ::closedir(dir);
+  if (err != 0) return ErrnoStatus(err, "listing " + QuotePath(shown));
+  return names;
+}
+
+void RemoveChildren(int dirfd, const std::string& shown, int depth, Problems& problems);
+
+// Removes `name` in `dirfd` and, for a directory on the same mount, everything below it. `shown` is the
+// entry's full path for messages. Entries that change type while we look are looked at again.
+void RemoveNamed(int dirfd, const std::string& name, const std::string& shown, int depth, Problems& problems) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    struct stat st;
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) problems.Add(ErrnoStatus(errno, "examining " + QuotePath(shown)));
+      return;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      // Files, symlinks (never followed), sockets, devices.
+      if (::unlinkat(dirfd, name.c_str(), 0) == 0 || errno == ENOENT) return;
+      if (errno == EISDIR) continue;
+      problems.Add(errno == EBUSY ? MountPointKept(shown) : ErrnoStatus(errno, "removing " + QuotePath(shown)));
+      return;
+    }
+    // RESOLVE_NO_XDEV makes the kernel refuse to step onto another mount, bind mounts of the same filesystem
+    // included, so a volume still mounted below is never entered.
+    int child = Openat2(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+                        RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (child == -EXDEV) return problems.Add(MountPointKept(shown));
+    if (child == -ENOENT) return;
+    if (child == -ENOTDIR || child == -ELOOP) continue;  // replaced by a file or a symlink meanwhile
+    if (child < 0) return problems.Add(ErrnoStatus(-child, "opening " + QuotePath(shown)));
+    UniqueFd child_fd(child);
+
+    size_t before = problems.count();
+    RemoveChildren(child_fd.get(), shown, depth + 1, problems);
+    if (problems.count() != before) return;  // something below stays, so this directory stays too
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return;
+    if (errno == ENOTEMPTY) continue;  // something was created meanwhile: another pass
+    problems.Add(errno == EBUSY ? MountPointKept(shown) : ErrnoStatus(errno, "removing " + QuotePath(shown)));
+    return;
+  }
+  problems.Add(Internal("removing " + QuotePath(shown) + ": it keeps changing while it is being removed"));
+}
+
+void RemoveChildren(int dirfd, const std::string& shown, int depth, Problems& problems) {
+  if (depth > kMaxDepth) {
+    return problems.Add(FailedPrecondition("not removed: " + QuotePath(shown) + " is nested more than " +
+                                           std::to_string(kMaxDepth) + " directories deep"));
+  }
+  auto names = ListNames(dirfd, shown);
+  if (!names.ok()) return problems.Add(names.status());
+  for (const std::string& name : *names) RemoveNamed(dirfd, name, shown + "/" + name, depth, problems);
+}
+
+}  // namespace
+
+StatusOr<bool> FilesystemBackend::PathExists(const ConfinedPath& path) {
+  auto parent = common::OpenParent(policy_, path, "path");
+  if (!parent.ok()) {
+    if (parent.status().code() == Code::kNotFound) return false;
+    return parent.status();
+  }
+  if (parent->name.empty()) return true;  // an allowed root, and it opened
+  struct stat st;
+  if (::fstatat(parent->dir.get(), parent->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;
+  if (errno == ENOENT || errno == ENOTDIR) return false;
+  return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
+}
+
+Status FilesystemBackend::MakeDirectories(const ConfinedPath& path) {
+  return common::OpenCreatingDirs(policy_, path, "path").status();
+}
+
+Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
+  auto parent = common::OpenParent(policy_, path, "path");
+  if (!parent.ok()) return parent.status();
+  if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
+  int dir = parent->dir.get();
+  const char* name = parent->name.c_str();
+  // AT_REMOVEDIR does not follow a symlink (ENOTDIR), so a link is unlinked, never its target.
+  if (::unlinkat(dir, name, AT_REMOVEDIR) == 0) return Status::Ok();
+  int err = errno;
+  if (err == ENOTDIR) {
+    if (::unlinkat(dir, name, 0) == 0) return Status::Ok();
+    err = errno;
+  }
+  switch (err) {
+    case ENOENT:
+      return NotFound("path " + QuotePath(path.path) + " does not exist");
+    case ENOTEMPTY:
+    case EEXIST:
+      return FailedPrecondition("path " + QuotePath(path.path) + " is a directory that is not empty (use force)");
+    case EBUSY:
+      return MountPointKept(path.path);
+    default:
+      return ErrnoStatus(err, "removing path " + QuotePath(path.path));
+  }
+}
+
+Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
+  auto parent = common::OpenParent(policy_, path, "path");
+  if (!parent.ok()) return parent.status().code() == Code::kNotFound ? Status::Ok() : parent.status();
+  if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
+  Problems problems;
+  RemoveNamed(parent->dir.get(), parent->name, path.path, 0, problems);
+  return problems.Summary();
+}
+
+Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
+  auto dir = common::OpenFollowing(policy_, path, "path");
+  if (!dir.ok()) return dir.status();
+  struct stat st;
+  if (::fstat(dir->get(), &st) != 0) return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
+  if (!S_ISDIR(st.st_mode)) return FailedPrecondition("path " + QuotePath(path.path) + " is not a directory");
+  Problems problems;
+  RemoveChildren(dir->get(), path.path, 0, problems);
+  return problems.Summary();
+}
+
+Status FilesystemBackend::CreateSymlink(const ConfinedPath& source, const ConfinedPath& link) {
+  // The link's text is followed by whoever uses the link later, so it must not lead outside the roots as far
+  // as it resolves today. A source that does not exist yet is accepted, as upstream does.
+  auto resolved = common::OpenFollowing(policy_, source, "source_path");
+  if (!resolved.ok() && resolved.status().code() != Code::kNotFound) return resolved.status();
+
+  auto parent = common::OpenParent(policy_, link, "target_path");
+  if (!parent.ok()) {
+    if (parent.status().code() == Code::kNotFound) {
+      return NotFound("the parent directory of target_path " + QuotePath(link.path) + " does not exist");
+    }
+    return parent.status();
+  }
+  const Status exists = AlreadyExists("target_path " + QuotePath(link.path) + " already exists");
+  if (parent->name.empty()) return exists;  // an allowed root
+  if (::symlinkat(source.path.c_str(), parent->dir.get(), parent->name.c_str()) == 0) return Status::Ok();
+  if (errno == EEXIST) return exists;
+  return ErrnoStatus(errno, "creating symlink " + QuotePath(link.path));
+}
+
+StatusOr<bool> FilesystemBackend::IsSymlink(const ConfinedPath& path) {
+  auto parent = common::OpenParent(policy_, path, "path");
+  if (!parent.ok()) return parent.status();
+  struct statx stx;
+  int flags = AT_SYMLINK_NOFOLLOW | (parent->name.empty() ? AT_EMPTY_PATH : 0);
+  if (::statx(parent->dir.get(), parent->name.c_str(), flags, STATX_TYPE, &stx) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return NotFound("path " + QuotePath(path.path) + " does not exist");
+    return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
+  }
+  if (S_ISLNK(stx.stx_mode)) {
+    // A link counts when its target exists; the target is resolved inside the roots only, so a link planted
+    // to point outside reveals nothing about the outside (it is refused).
+    auto target = common::OpenFollowing(policy_, path, "path");
+    if (target.ok()) return true;
+    Code code = target.status().code();
+    if (code == Code::kNotFound || code == Code::kFailedPrecondition) return false;  // dangling, or a loop
+    return target.status();
+  }
+  // A mount point counts too, as upstream counts a volume mounted on a folder.
+  return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+}
+
+}  // namespace csi_proxy::filesystem

@@ -1,0 +1,469 @@
+// The filesystem group's service layer on real directory trees and real mounts: upstream's behaviour where it
+// is sensible, and that no request (string tricks, `..`, planted symlinks, mounts below) changes or reveals
+// anything outside the allowed roots.
+#include "filesystem_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "test_tree.h"
+
+namespace csi_proxy::filesystem {
+namespace {
+
+using testing::IsDirNoFollow;
+using testing::IsLinkNoFollow;
+using testing::Lexists;
+using testing::ReadFile;
+using testing::ScratchDir;
+using testing::Snapshot;
+using testing::TestMount;
+using testing::WriteFile;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// sandbox/kubelet and sandbox/work are the allowed roots; sandbox/kubelet-evil and sandbox/outside are not.
+class FilesystemServiceTest : public ::testing::Test {
+ protected:
+  FilesystemServiceTest() : service_(MakePolicy()) {
+    fs::create_directories(kubelet_);
+    fs::create_directories(work_);
+    fs::create_directories(evil_);
+    WriteFile(outside_ + "/secret.txt", "top secret");
+    WriteFile(outside_ + "/dir/inner.txt", "inner");
+    WriteFile(evil_ + "/victim.txt", "victim");
+  }
+
+  common::PathPolicy MakePolicy() {
+    auto p = common::PathPolicy::Create(kubelet_, {work_});
+    EXPECT_TRUE(p.ok());
+    return *p;
+  }
+
+  // Everything that is not an allowed root, to compare before and after an attempted escape.
+  std::map<std::string, std::string> OutsideState() {
+    auto a = Snapshot(outside_);
+    for (auto& [k, v] : Snapshot(evil_)) a["evil/" + k] = v;
+    return a;
+  }
+
+  ScratchDir sandbox_;
+  std::string kubelet_ = sandbox_ / "kubelet";
+  std::string work_ = sandbox_ / "work";
+  std::string evil_ = sandbox_ / "kubelet-evil";
+  std::string outside_ = sandbox_ / "outside";
+  FilesystemService service_;
+};
+
+// ---- upstream's integration sequence and per-method behaviour ----
+
+TEST_F(FilesystemServiceTest, UpstreamSequenceLinksPodVolumeToStageAndForcedRmdirKeepsTheStage) {
+  const std::string stage = kubelet_ + "/testdir/testplugin-1.csi.io/volume1";
+  const std::string pod = kubelet_ + "/testdir/test-pod-id/volumes/kubernetes.io~csi/pvc-test1";
+  ASSERT_TRUE(service_.Mkdir(stage).ok());
+  EXPECT_TRUE(*service_.PathExists(stage));
+  ASSERT_TRUE(service_.Mkdir(pod).ok());
+  EXPECT_TRUE(*service_.PathExists(pod));
+  WriteFile(stage + "/data.txt", "volume data");
+
+  ASSERT_TRUE(service_.CreateSymlink(stage, pod + "/rootvol").ok());
+  EXPECT_TRUE(*service_.PathExists(pod + "/rootvol"));
+  EXPECT_TRUE(*service_.IsSymlink(pod + "/rootvol"));
+  EXPECT_EQ(fs::read_symlink(pod + "/rootvol").string(), stage);
+
+  ASSERT_TRUE(service_.Rmdir(pod, /*force=*/true).ok());
+  EXPECT_FALSE(*service_.PathExists(pod));
+  EXPECT_EQ(ReadFile(stage + "/data.txt"), "volume data");
+
+  ASSERT_TRUE(service_.Rmdir(stage, true).ok());
+  EXPECT_FALSE(*service_.PathExists(stage));
+}
+
+TEST_F(FilesystemServiceTest, PathExistsCountsADanglingSymlink) {
+  fs::create_symlink(kubelet_ + "/gone", kubelet_ + "/dangling");
+  EXPECT_TRUE(*service_.PathExists(kubelet_ + "/dangling"));
+}
+
+TEST_F(FilesystemServiceTest, PathExistsOfMissingPathsIsFalse) {
+  WriteFile(kubelet_ + "/file", "x");
+  EXPECT_FALSE(*service_.PathExists(kubelet_ + "/missing"));
+  EXPECT_FALSE(*service_.PathExists(kubelet_ + "/missing/deeper"));
+  EXPECT_FALSE(*service_.PathExists(kubelet_ + "/file/below-a-file"));
+  EXPECT_TRUE(*service_.PathExists(kubelet_));
+}
+
+TEST_F(FilesystemServiceTest, MkdirCreatesParentsAndSucceedsWhenTheDirectoryExists) {
+  ASSERT_TRUE(service_.Mkdir(kubelet_ + "/a/b/c").ok());
+  EXPECT_TRUE(IsDirNoFollow(kubelet_ + "/a/b/c"));
+  EXPECT_TRUE(service_.Mkdir(kubelet_ + "/a/b/c").ok());
+  EXPECT_TRUE(service_.Mkdir(kubelet_).ok());
+}
+
+TEST_F(FilesystemServiceTest, MkdirOverAFileFails) {
+  WriteFile(kubelet_ + "/file", "x");
+  auto s = service_.Mkdir(kubelet_ + "/file");
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("not a directory"));
+  EXPECT_EQ(ReadFile(kubelet_ + "/file"), "x");
+}
+
+TEST_F(FilesystemServiceTest, MkdirThroughASymlinkIntoAnotherRootCreatesThere) {
+  fs::create_directories(work_ + "/target");
+  fs::create_symlink(work_ + "/target", kubelet_ + "/to-work");
+  ASSERT_TRUE(service_.Mkdir(kubelet_ + "/to-work/sub").ok());
+  EXPECT_TRUE(IsDirNoFollow(work_ + "/target/sub"));
+}
+
+TEST_F(FilesystemServiceTest, RmdirWithoutForceRemovesAnEmptyDirectory) {
+  fs::create_directories(kubelet_ + "/empty");
+  ASSERT_TRUE(service_.Rmdir(kubelet_ + "/empty", false).ok());
+  EXPECT_FALSE(Lexists(kubelet_ + "/empty"));
+}
+
+TEST_F(FilesystemServiceTest, RmdirWithoutForceOfANonEmptyDirectoryFailsAndKeepsIt) {
+  WriteFile(kubelet_ + "/full/f", "x");
+  auto s = service_.Rmdir(kubelet_ + "/full", false);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("not empty"));
+  EXPECT_EQ(ReadFile(kubelet_ + "/full/f"), "x");
+}
+
+TEST_F(FilesystemServiceTest, RmdirOfAMissingPathFailsWithoutForceAndSucceedsWithForce) {
+  EXPECT_EQ(service_.Rmdir(kubelet_ + "/missing", false).code(), Code::kNotFound);
+  EXPECT_TRUE(service_.Rmdir(kubelet_ + "/missing", true).ok());
+  EXPECT_TRUE(service_.Rmdir(kubelet_ + "/missing/deeper/still", true).ok());
+}
+
+TEST_F(FilesystemServiceTest, RmdirRemovesAFile) {
+  WriteFile(kubelet_ + "/file", "x");
+  ASSERT_TRUE(service_.Rmdir(kubelet_ + "/file", false).ok());
+  EXPECT_FALSE(Lexists(kubelet_ + "/file"));
+}
+
+TEST_F(FilesystemServiceTest, RmdirOfAnAllowedRootIsRefused) {
+  WriteFile(kubelet_ + "/keep", "x");
+  for (bool force : {false, true}) {
+    auto s = service_.Rmdir(kubelet_, force);
+    EXPECT_EQ(s.code(), Code::kPermissionDenied);
+    EXPECT_THAT(s.message(), HasSubstr("allowed root"));
+  }
+  EXPECT_EQ(ReadFile(kubelet_ + "/keep"), "x");
+}
+
+TEST_F(FilesystemServiceTest, ForcedRmdirRemovesSymlinksWithoutTouchingTheirTargets) {
+  fs::create_directories(kubelet_ + "/stage");
+  WriteFile(kubelet_ + "/stage/data", "d");
+  WriteFile(kubelet_ + "/pod/file", "f");
+  fs::create_directories(kubelet_ + "/pod/sub");
+  fs::create_symlink(kubelet_ + "/stage", kubelet_ + "/pod/link-in");
+  fs::create_symlink(outside_ + "/dir", kubelet_ + "/pod/link-out");
+  fs::create_symlink(outside_ + "/secret.txt", kubelet_ + "/pod/sub/file-link");
+  auto before = OutsideState();
+  ASSERT_TRUE(service_.Rmdir(kubelet_ + "/pod", true).ok());
+  EXPECT_FALSE(Lexists(kubelet_ + "/pod"));
+  EXPECT_EQ(ReadFile(kubelet_ + "/stage/data"), "d");
+  EXPECT_EQ(OutsideState(), before);
+}
+
+TEST_F(FilesystemServiceTest, CreateSymlinkFailsWhenTheLinkExists) {
+  fs::create_directories(kubelet_ + "/stage");
+  fs::create_directories(kubelet_ + "/pod/existing");
+  auto s = service_.CreateSymlink(kubelet_ + "/stage", kubelet_ + "/pod/existing");
+  EXPECT_EQ(s.code(), Code::kAlreadyExists);
+  EXPECT_TRUE(IsDirNoFollow(kubelet_ + "/pod/existing"));
+  ASSERT_TRUE(service_.CreateSymlink(kubelet_ + "/stage", kubelet_ + "/pod/link").ok());
+  EXPECT_EQ(service_.CreateSymlink(kubelet_ + "/stage", kubelet_ + "/pod/link").code(), Code::kAlreadyExists);
+}
+
+TEST_F(FilesystemServiceTest, CreateSymlinkNeedsTheLinksParent) {
+  auto s = service_.CreateSymlink(kubelet_, kubelet_ + "/no/such/parent/link");
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("parent"));
+}
+
+TEST_F(FilesystemServiceTest, CreateSymlinkAcceptsASourceThatDoesNotExistYet) {
+  ASSERT_TRUE(service_.CreateSymlink(kubelet_ + "/later", kubelet_ + "/link").ok());
+  EXPECT_EQ(fs::read_symlink(kubelet_ + "/link").string(), kubelet_ + "/later");
+}
+
+TEST_F(FilesystemServiceTest, CreateSymlinkWritesTheNormalizedSourceText) {
+  fs::create_directories(kubelet_ + "/stage");
+  ASSERT_TRUE(service_.CreateSymlink(kubelet_ + "//stage/./", kubelet_ + "/link").ok());
+  EXPECT_EQ(fs::read_symlink(kubelet_ + "/link").string(), kubelet_ + "/stage");
+}
+
+TEST_F(FilesystemServiceTest, CreateSymlinkAcrossRootsWorksInBothDirections) {
+  fs::create_directories(work_ + "/w");
+  fs::create_directories(kubelet_ + "/k");
+  EXPECT_TRUE(service_.CreateSymlink(work_ + "/w", kubelet_ + "/k/to-work").ok());
+  EXPECT_TRUE(service_.CreateSymlink(kubelet_ + "/k", work_ + "/to-kubelet").ok());
+  EXPECT_TRUE(*service_.IsSymlink(kubelet_ + "/k/to-work"));
+  EXPECT_TRUE(*service_.IsSymlink(work_ + "/to-kubelet"));
+}
+
+// ---- IsSymlink, every case upstream tests and the Linux mount-point case ----
+
+TEST_F(FilesystemServiceTest, IsSymlinkOfAMissingPathIsNotFound) {
+  auto r = service_.IsSymlink(kubelet_ + "/missing");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+}
+
+TEST_F(FilesystemServiceTest, IsSymlinkOfAPlainDirectoryOrFileIsFalse) {
+  fs::create_directories(kubelet_ + "/dir");
+  WriteFile(kubelet_ + "/file", "x");
+  EXPECT_FALSE(*service_.IsSymlink(kubelet_ + "/dir"));
+  EXPECT_FALSE(*service_.IsSymlink(kubelet_ + "/file"));
+}
+
+TEST_F(FilesystemServiceTest, IsSymlinkOfALinkToAnExistingDirectoryIsTrueUntilTheTargetIsDeleted) {
+  fs::create_directories(kubelet_ + "/target");
+  ASSERT_TRUE(service_.CreateSymlink(kubelet_ + "/target", kubelet_ + "/link").ok());
+  EXPECT_TRUE(*service_.IsSymlink(kubelet_ + "/link"));
+  fs::remove(kubelet_ + "/target");
+  EXPECT_FALSE(*service_.IsSymlink(kubelet_ + "/link"));
+}
+
+TEST_F(FilesystemServiceTest, IsSymlinkOfASymlinkLoopIsFalse) {
+  fs::create_symlink(kubelet_ + "/b", kubelet_ + "/a");
+  fs::create_symlink(kubelet_ + "/a", kubelet_ + "/b");
+  EXPECT_FALSE(*service_.IsSymlink(kubelet_ + "/a"));
+}
+
+TEST_F(FilesystemServiceTest, IsSymlinkOfAMountPointIsTrue) {
+  fs::create_directories(kubelet_ + "/mnt");
+  auto mount = TestMount::Tmpfs(kubelet_ + "/mnt");
+  if (!mount.ok()) GTEST_SKIP() << mount.error();
+  EXPECT_TRUE(*service_.IsSymlink(kubelet_ + "/mnt"));
+}
+
+TEST_F(FilesystemServiceTest, IsSymlinkOfALinkLeadingOutsideIsRefusedWhetherOrNotTheTargetExists) {
+  fs::create_symlink(outside_ + "/secret.txt", kubelet_ + "/to-secret");
+  fs::create_symlink(outside_ + "/nothing", kubelet_ + "/to-nothing");
+  auto a = service_.IsSymlink(kubelet_ + "/to-secret");
+  auto b = service_.IsSymlink(kubelet_ + "/to-nothing");
+  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(a.status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(b.status().code(), Code::kPermissionDenied);
+}
+
+// ---- RmdirContents (v2alpha1) ----
+
+TEST_F(FilesystemServiceTest, RmdirContentsEmptiesTheTreeAndKeepsTheDirectory) {
+  WriteFile(kubelet_ + "/root/a/b/c.txt", "c");
+  WriteFile(kubelet_ + "/root/d.txt", "d");
+  fs::create_directories(kubelet_ + "/root/e/f");
+  ASSERT_TRUE(service_.RmdirContents(kubelet_ + "/root").ok());
+  EXPECT_TRUE(IsDirNoFollow(kubelet_ + "/root"));
+  EXPECT_TRUE(fs::is_empty(kubelet_ + "/root"));
+}
+
+TEST_F(FilesystemServiceTest, RmdirContentsRemovesALinkToAnOutsideFileButNotTheFile) {
+  fs::create_directories(kubelet_ + "/root");
+  fs::create_symlink(outside_ + "/secret.txt", kubelet_ + "/root/link");
+  fs::create_symlink(outside_ + "/dir", kubelet_ + "/root/dirlink");
+  auto before = OutsideState();
+  ASSERT_TRUE(service_.RmdirContents(kubelet_ + "/root").ok());
+  EXPECT_TRUE(fs::is_empty(kubelet_ + "/root"));
+  EXPECT_EQ(OutsideState(), before);
+}
+
+TEST_F(FilesystemServiceTest, RmdirContentsOfAMissingPathOrAFileFails) {
+  WriteFile(kubelet_ + "/file", "x");
+  EXPECT_EQ(service_.RmdirContents(kubelet_ + "/missing").code(), Code::kNotFound);
+  EXPECT_EQ(service_.RmdirContents(kubelet_ + "/file").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(ReadFile(kubelet_ + "/file"), "x");
+}
+
+// ---- escapes: nothing outside the roots changes, nothing about it is revealed ----
+
+TEST_F(FilesystemServiceTest, StringPrefixSiblingIsRefusedByEveryMethod) {
+  auto before = OutsideState();
+  const std::string victim = evil_ + "/victim.txt";
+  std::vector<Status> results = {
+      service_.PathExists(victim).status(), service_.Mkdir(evil_ + "/new"), service_.Rmdir(victim, false),
+      service_.Rmdir(evil_, true),          service_.RmdirContents(evil_),   service_.IsSymlink(victim).status(),
+      service_.CreateSymlink(victim, kubelet_ + "/link"), service_.CreateSymlink(kubelet_, evil_ + "/link"),
+  };
+  for (const Status& s : results) {
+    EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.message();
+    EXPECT_THAT(s.message(), HasSubstr("kubelet-evil"));
+    EXPECT_THAT(s.message(), HasSubstr(service_.policy().RootsForMessage()));
+  }
+  EXPECT_EQ(OutsideState(), before);
+  EXPECT_FALSE(Lexists(kubelet_ + "/link"));
+}
+
+TEST_F(FilesystemServiceTest, DotDotEmptyRelativeAndNulPathsAreInvalidForEveryMethod) {
+  auto before = OutsideState();
+  std::string nul = kubelet_ + "/a";
+  nul.push_back('\0');
+  for (const std::string& p : {kubelet_ + "/../outside/secret.txt", kubelet_ + "/../kubelet-evil", std::string(),
+                               std::string("relative/path"), nul}) {
+    std::vector<Status> results = {
+        service_.PathExists(p).status(), service_.Mkdir(p),         service_.Rmdir(p, true),
+        service_.RmdirContents(p),       service_.IsSymlink(p).status(),
+        service_.CreateSymlink(p, kubelet_ + "/link"), service_.CreateSymlink(kubelet_, p),
+    };
+    for (const Status& s : results) EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
+  }
+  EXPECT_EQ(OutsideState(), before);
+}
+
+TEST_F(FilesystemServiceTest, SymlinkInTheMiddlePointingOutsideLetsNoMethodThrough) {
+  fs::create_symlink(outside_, kubelet_ + "/evil");
+  auto before = OutsideState();
+  std::vector<Status> results = {
+      service_.PathExists(kubelet_ + "/evil/secret.txt").status(),
+      service_.PathExists(kubelet_ + "/evil/no-such-file").status(),
+      service_.Mkdir(kubelet_ + "/evil/new/dir"),
+      service_.Rmdir(kubelet_ + "/evil/secret.txt", false),
+      service_.Rmdir(kubelet_ + "/evil/dir", true),
+      service_.RmdirContents(kubelet_ + "/evil/dir"),
+      service_.IsSymlink(kubelet_ + "/evil/dir").status(),
+      service_.CreateSymlink(kubelet_, kubelet_ + "/evil/planted"),
+      service_.CreateSymlink(kubelet_ + "/evil/secret.txt", kubelet_ + "/link-via-evil"),
+  };
+  for (const Status& s : results) EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.message();
+  EXPECT_EQ(OutsideState(), before);
+  EXPECT_FALSE(Lexists(kubelet_ + "/link-via-evil"));
+}
+
+TEST_F(FilesystemServiceTest, RelativeSymlinkClimbingOutLetsNoMethodThrough) {
+  fs::create_directories(kubelet_ + "/pods");
+  fs::create_symlink("../../outside", kubelet_ + "/pods/up");
+  auto before = OutsideState();
+  std::vector<Status> results = {
+      service_.PathExists(kubelet_ + "/pods/up/secret.txt").status(),
+      service_.Mkdir(kubelet_ + "/pods/up/new"),
+      service_.Rmdir(kubelet_ + "/pods/up/dir", true),
+      service_.RmdirContents(kubelet_ + "/pods/up"),
+      service_.CreateSymlink(kubelet_, kubelet_ + "/pods/up/planted"),
+  };
+  for (const Status& s : results) EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.message();
+  EXPECT_EQ(OutsideState(), before);
+}
+
+TEST_F(FilesystemServiceTest, SymlinkAsTheLastComponentIsActedOnNeverFollowedOutside) {
+  fs::create_symlink(outside_ + "/dir", kubelet_ + "/last");
+  auto before = OutsideState();
+
+  EXPECT_TRUE(*service_.PathExists(kubelet_ + "/last"));  // the link itself exists; nothing else is said
+  EXPECT_EQ(service_.Mkdir(kubelet_ + "/last").code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_.RmdirContents(kubelet_ + "/last").code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_.CreateSymlink(kubelet_, kubelet_ + "/last").code(), Code::kAlreadyExists);
+  EXPECT_EQ(OutsideState(), before);
+
+  ASSERT_TRUE(service_.Rmdir(kubelet_ + "/last", /*force=*/true).ok());
+  EXPECT_FALSE(Lexists(kubelet_ + "/last"));
+  fs::create_symlink(outside_ + "/dir", kubelet_ + "/last");
+  ASSERT_TRUE(service_.Rmdir(kubelet_ + "/last", /*force=*/false).ok());
+  EXPECT_FALSE(Lexists(kubelet_ + "/last"));
+  EXPECT_EQ(OutsideState(), before);
+}
+
+TEST_F(FilesystemServiceTest, CreateSymlinkRefusesASourceThatLeadsOutsideThroughAFinalLink) {
+  fs::create_symlink(outside_ + "/secret.txt", kubelet_ + "/hop");
+  auto s = service_.CreateSymlink(kubelet_ + "/hop", kubelet_ + "/link");
+  EXPECT_EQ(s.code(), Code::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("source_path"));
+  EXPECT_FALSE(Lexists(kubelet_ + "/link"));
+}
+
+// ---- mounts below a removed directory are never entered ----
+
+class FilesystemServiceMountTest : public FilesystemServiceTest {
+ protected:
+  // A pod directory with a volume still mounted (a real tmpfs holding data) and ordinary content beside it.
+  void SetUp() override {
+    fs::create_directories(mount_point_);
+    WriteFile(pod_ + "/plugins/state.json", "{}");
+    WriteFile(pod_ + "/etc-hosts", "127.0.0.1");
+    volume_.emplace(TestMount::Tmpfs(mount_point_));
+    if (!volume_->ok()) GTEST_SKIP() << volume_->error();
+    WriteFile(mount_point_ + "/volume-data.txt", "precious");
+    fs::create_directories(mount_point_ + "/nested/dir");
+  }
+  void TearDown() override { volume_.reset(); }
+
+  std::string pod_ = kubelet_ + "/pods/pod-1";
+  std::string mount_point_ = pod_ + "/volumes/kubernetes.io~csi/pvc-1/mount";
+  std::optional<TestMount> volume_;
+};
+
+TEST_F(FilesystemServiceMountTest, ForcedRmdirLeavesAMountedVolumeAndSaysSo) {
+  auto volume_before = Snapshot(mount_point_);
+  auto s = service_.Rmdir(pod_, true);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("not removed: \"" + mount_point_ + "\" is a mount point"));
+  EXPECT_EQ(Snapshot(mount_point_), volume_before);
+  EXPECT_FALSE(Lexists(pod_ + "/plugins"));  // everything that could go, went
+  EXPECT_FALSE(Lexists(pod_ + "/etc-hosts"));
+}
+
+TEST_F(FilesystemServiceMountTest, RmdirContentsLeavesAMountedVolumeAndSaysSo) {
+  auto volume_before = Snapshot(mount_point_);
+  auto s = service_.RmdirContents(pod_);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr(mount_point_));
+  EXPECT_EQ(Snapshot(mount_point_), volume_before);
+  EXPECT_FALSE(Lexists(pod_ + "/etc-hosts"));
+}
+
+TEST_F(FilesystemServiceMountTest, ForcedRmdirOfTheMountPointItselfTouchesNothing) {
+  auto volume_before = Snapshot(mount_point_);
+  auto s = service_.Rmdir(mount_point_, true);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("is a mount point"));
+  EXPECT_EQ(Snapshot(mount_point_), volume_before);
+}
+
+TEST_F(FilesystemServiceMountTest, RmdirWithoutForceOfTheMountPointFails) {
+  EXPECT_EQ(service_.Rmdir(mount_point_, false).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(ReadFile(mount_point_ + "/volume-data.txt"), "precious");
+}
+
+TEST_F(FilesystemServiceMountTest, BindMountOfTheSameFilesystemIsNotEnteredEither) {
+  // A bind mount has the same st_dev as its parent directory; the walk must still see the mount.
+  fs::create_directories(pod_ + "/bind");
+  auto bind = TestMount::Bind(outside_ + "/dir", pod_ + "/bind");
+  if (!bind.ok()) GTEST_SKIP() << bind.error();
+  auto before = OutsideState();
+  auto s = service_.Rmdir(pod_, true);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr(pod_ + "/bind"));
+  EXPECT_EQ(OutsideState(), before);
+}
+
+TEST_F(FilesystemServiceMountTest, ForcedRmdirSucceedsOnceTheVolumeIsUnmounted) {
+  volume_.reset();
+  ASSERT_TRUE(service_.Rmdir(pod_, true).ok());
+  EXPECT_FALSE(Lexists(pod_));
+}
+
+// ---- locking ----
+
+TEST_F(FilesystemServiceTest, ConcurrentMkdirAndForcedRmdirOfOnePathBothSucceed) {
+  // Both are idempotent, so every call succeeds whatever the interleaving (per-path lock, retrying walks).
+  const std::string path = kubelet_ + "/pods/p/volumes/v";
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        Status s = (t % 2 == 0) ? service_.Mkdir(path) : service_.Rmdir(path, true);
+        if (!s.ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace csi_proxy::filesystem

@@ -1,0 +1,136 @@
+// The lexical allowed-roots rule (plugins/common/path_policy.h): which request paths are under the kubelet
+// path or a working dir, component by component.
+#include "path_policy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace csi_proxy::common {
+namespace {
+
+using ::testing::HasSubstr;
+
+PathPolicy Policy() {
+  auto p = PathPolicy::Create("/var/lib/kubelet", {"/var/lib/driver/work", "/var/lib/kubelet/plugins/x"});
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return *p;
+}
+
+TEST(PathPolicy, PathBelowKubeletPathIsConfinedToIt) {
+  auto c = Policy().Confine("/var/lib/kubelet/pods/abc/volumes");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->path, "/var/lib/kubelet/pods/abc/volumes");
+  EXPECT_EQ(c->root, "/var/lib/kubelet");
+  EXPECT_EQ(c->relative, "pods/abc/volumes");
+}
+
+TEST(PathPolicy, StringPrefixSiblingIsNotUnderTheRoot) {
+  auto c = Policy().Confine("/var/lib/kubelet-evil/x");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kPermissionDenied);
+  EXPECT_THAT(c.status().message(), HasSubstr("\"/var/lib/kubelet-evil/x\""));
+  EXPECT_THAT(c.status().message(), HasSubstr("[/var/lib/kubelet, /var/lib/driver/work, /var/lib/kubelet/plugins/x]"));
+}
+
+TEST(PathPolicy, ParentOfARootIsNotAllowed) {
+  EXPECT_EQ(Policy().Confine("/var/lib").status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(Policy().Confine("/").status().code(), Code::kPermissionDenied);
+}
+
+TEST(PathPolicy, TheRootItselfIsConfinedWithAnEmptyRelativePart) {
+  auto c = Policy().Confine("/var/lib/driver/work/");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->is_root());
+  EXPECT_EQ(c->root, "/var/lib/driver/work");
+  EXPECT_EQ(c->path, "/var/lib/driver/work");
+}
+
+TEST(PathPolicy, NestedRootsPickTheLongest) {
+  auto c = Policy().Confine("/var/lib/kubelet/plugins/x/stage");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->root, "/var/lib/kubelet/plugins/x");
+  EXPECT_EQ(c->relative, "stage");
+}
+
+TEST(PathPolicy, DuplicateSlashesDotsAndTrailingSlashAreNormalized) {
+  auto c = Policy().Confine("/var//lib/./kubelet/pods//p/./");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->path, "/var/lib/kubelet/pods/p");
+  EXPECT_EQ(c->relative, "pods/p");
+}
+
+TEST(PathPolicy, DotDotComponentIsInvalidEvenWhenItWouldStayInside) {
+  for (const char* p : {"/var/lib/kubelet/../kubelet/x", "/var/lib/kubelet/pods/..", "/var/lib/kubelet/a/../b"}) {
+    auto c = Policy().Confine(p);
+    EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << p;
+    EXPECT_THAT(c.status().message(), HasSubstr("'..'")) << p;
+  }
+}
+
+TEST(PathPolicy, DotsInsideANameAreOrdinaryCharacters) {
+  EXPECT_TRUE(Policy().Confine("/var/lib/kubelet/a..b/...").ok());
+}
+
+TEST(PathPolicy, EmptyRelativeAndNulPathsAreInvalid) {
+  EXPECT_EQ(Policy().Confine("").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Policy().Confine("var/lib/kubelet/x").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Policy().Confine("./x").status().code(), Code::kInvalidArgument);
+  std::string with_nul = "/var/lib/kubelet/a";
+  with_nul.push_back('\0');
+  with_nul += "b";
+  auto c = Policy().Confine(with_nul);
+  EXPECT_EQ(c.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("NUL"));
+  EXPECT_THAT(c.status().message(), HasSubstr("\\x00"));
+}
+
+TEST(PathPolicy, FieldNameAppearsInMessages) {
+  auto c = Policy().Confine("relative", "source_path");
+  EXPECT_THAT(c.status().message(), HasSubstr("source_path"));
+}
+
+TEST(PathPolicy, OverlongPathsAndNamesAreInvalid) {
+  EXPECT_EQ(Policy().Confine("/var/lib/kubelet/" + std::string(256, 'a')).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Policy().Confine("/var/lib/kubelet/" + std::string(255, 'a')).ok());
+  std::string deep = "/var/lib/kubelet";
+  while (deep.size() < 5000) deep += "/abcdefgh";
+  EXPECT_EQ(Policy().Confine(deep).status().code(), Code::kInvalidArgument);
+}
+
+TEST(PathPolicy, ControlCharactersAreEscapedInMessages) {
+  auto c = Policy().Confine("/etc/x\nINFO forged log line");
+  EXPECT_THAT(c.status().message(), HasSubstr("\\x0a"));
+  EXPECT_EQ(c.status().message().find('\n'), std::string::npos);
+}
+
+TEST(PathPolicy, CreateRefusesSlashRelativeAndDotDotRoots) {
+  EXPECT_EQ(PathPolicy::Create("/", {}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PathPolicy::Create("/var/lib/kubelet", {"//"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PathPolicy::Create("var/lib/kubelet", {}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PathPolicy::Create("/var/lib/kubelet", {"/a/../b"}).status().code(), Code::kInvalidArgument);
+}
+
+TEST(PathPolicy, CreateNormalizesSkipsEmptyAndCollapsesDuplicates) {
+  auto p = PathPolicy::Create("/var/lib/kubelet/", {"", "/var//lib/kubelet", "/srv/./work"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->roots(), (std::vector<std::string>{"/var/lib/kubelet", "/srv/work"}));
+}
+
+TEST(PathPolicy, WithoutRootsEveryPathIsRefused) {
+  auto p = PathPolicy::Create("", {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Confine("/var/lib/kubelet/x").status().code(), Code::kPermissionDenied);
+}
+
+TEST(PathPolicy, SplitAtRootKeepsDotDotForTheResolverToJudge) {
+  auto s = Policy().SplitAtRoot("/var/lib/kubelet/a/../b");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->root, "/var/lib/kubelet");
+  EXPECT_EQ(s->rest, (std::vector<std::string>{"a", "..", "b"}));
+  EXPECT_FALSE(Policy().SplitAtRoot("/var/lib/kubelet-evil").has_value());
+  EXPECT_FALSE(Policy().SplitAtRoot("/var/lib/x/../kubelet").has_value());
+  EXPECT_FALSE(Policy().SplitAtRoot("relative/path").has_value());
+}
+
+}  // namespace
+}  // namespace csi_proxy::common
