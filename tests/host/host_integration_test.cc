@@ -1,6 +1,7 @@
 // The real host, the real example group library, a real gRPC client over the real Unix sockets.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -197,6 +198,28 @@ TEST(HostSockets, ASocketServedByAnotherLiveHostIsNeverTakenOver) {
       << second.log();
   v1::EchoResponse resp;
   EXPECT_TRUE(Call(Dial(first.endpoint("csi-proxy-echo-v1")), "/v1.Echo/Echo", EchoReq("x"), &resp).ok());
+}
+
+TEST(HostSockets, ModeAndGroupComeFromTheConfiguration) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the socket files another group";
+  HostProcess host(kEchoGroup, "socket_mode = \"0640\"\nsocket_group = \"4242\"\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  struct stat st {};
+  ASSERT_EQ(stat(host.endpoint("csi-proxy-echo-v1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, 4242u);
+}
+
+TEST(HostSockets, SigintStopsTheHostCleanly) {
+  HostProcess host(kEchoGroup);
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  kill(host.pid(), SIGINT);
+  for (int i = 0; i < 500 && fs::exists(host.endpoint("csi-proxy-echo-v1")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(host.Stop(), 0);  // already stopping; Stop() collects the exit code
+  EXPECT_NE(host.log().find("received SIGINT"), std::string::npos);
+  EXPECT_FALSE(fs::exists(host.endpoint("csi-proxy-echo-v1")));
 }
 
 TEST(HostGroups, ADisabledGroupIsNotServed) {
