@@ -1,0 +1,52 @@
+// The Linux iSCSI backend: portals and the mutual CHAP secret in the proxy's state directory, discovery with the
+// in-process SendTargets client, login and logout through open-iscsi (iscsiadm + iscsid + the kernel's
+// iscsi_tcp), and a session's disks from /sys/class/iscsi_session mapped to diskseq disk numbers.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "csi_proxy/status.hpp"
+#include "iscsi_backend.h"
+#include "iscsi_types.h"
+
+namespace csi_proxy::iscsi {
+
+struct LinuxIscsiOptions {
+  std::string state_dir = "/var/lib/csi-proxy/iscsi";
+  // Our iSCSI name; empty means the one in `initiator_name_file` (open-iscsi's), else one derived from the
+  // host name.
+  std::string initiator_name;
+  std::string initiator_name_file = "/etc/iscsi/initiatorname.iscsi";
+  // open-iscsi's node database (Debian builds it with /etc/iscsi/nodes).
+  std::string node_db_dir = "/etc/iscsi/nodes";
+  // The CHAP name the target must present in mutual CHAP (open-iscsi's username_in); empty: not checked.
+  std::string mutual_chap_username;
+  std::chrono::milliseconds discovery_timeout{std::chrono::seconds(15)};
+  std::chrono::milliseconds login_timeout{std::chrono::seconds(120)};
+  std::string sys_root = "/sys";
+  LogFn log;
+};
+
+StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOptions& options);
+
+// OK when the kernel can act as an iSCSI initiator (the tcp transport is registered, or the iscsi_tcp module
+// can be loaded and was); FAILED_PRECONDITION naming what is missing otherwise.
+Status EnsureKernelInitiator(const std::string& sys_root);
+
+// OK when iscsid answers on its control socket; FAILED_PRECONDITION otherwise.
+Status CheckIscsidRunning();
+
+// Sets (value) or removes (nullopt) `name = value` lines in the text of an open-iscsi node record, keeping every
+// other line; new lines go before "# END RECORD" when the record has one. Values must be single-line.
+std::string RewriteNodeRecord(const std::string& record,
+                              const std::vector<std::pair<std::string, std::optional<std::string>>>& settings);
+
+// The initiator name from open-iscsi's file ("InitiatorName=..."), or one derived from the host name.
+std::string DefaultInitiatorName(const std::string& initiator_name_file);
+
+}  // namespace csi_proxy::iscsi

@@ -1,0 +1,189 @@
+// Input rules for the iSCSI group; see iscsi_validation.h.
+#include "iscsi_validation.h"
+
+#include <arpa/inet.h>
+
+#include <cctype>
+#include <cstdio>
+
+namespace csi_proxy::iscsi {
+namespace {
+
+bool IsAsciiAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// RFC 1123 host name: dot-separated labels of letters, digits and '-', 1..63 characters each, no label starting
+// or ending with '-', at most 253 characters in all.
+bool IsHostName(const std::string& name) {
+  if (name.empty() || name.size() > 253) return false;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('.', start);
+    if (end == std::string::npos) end = name.size();
+    size_t len = end - start;
+    if (len == 0 || len > 63) return false;
+    if (name[start] == '-' || name[end - 1] == '-') return false;
+    for (size_t i = start; i < end; ++i) {
+      if (!IsAsciiAlnum(name[i]) && name[i] != '-') return false;
+    }
+    start = end + 1;
+    if (end == name.size()) break;
+  }
+  return true;
+}
+
+bool AllHex(std::string_view s) {
+  for (char c : s) {
+    if (!IsHex(c)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string Printable(std::string_view value) {
+  std::string out;
+  size_t n = 0;
+  for (unsigned char c : value) {
+    if (++n > 64) {
+      out += "...";
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+StatusOr<Portal> ValidatePortal(const std::string& address, uint32_t port) {
+  if (address.empty()) return InvalidArgument("target_portal.target_address is empty");
+  if (port > 65535) return InvalidArgument("target_portal.target_port " + std::to_string(port) + " is above 65535");
+  Portal portal;
+  portal.port = port == 0 ? kDefaultIscsiPort : static_cast<uint16_t>(port);
+
+  std::string bare = address;
+  bool bracketed = false;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+    bracketed = true;
+  }
+  in_addr v4;
+  in6_addr v6;
+  if (!bracketed && inet_pton(AF_INET, bare.c_str(), &v4) == 1) {
+    portal.address = bare;
+    return portal;
+  }
+  if (bare.find(':') != std::string::npos && bare.size() <= 45 && inet_pton(AF_INET6, bare.c_str(), &v6) == 1) {
+    portal.address = Lower(bare);
+    return portal;
+  }
+  if (!bracketed && IsHostName(bare)) {
+    // A name made only of digits and dots that inet_pton refused (e.g. 999.1.1.1) is a bad IPv4 address, not a
+    // host name; resolvers would otherwise read it in surprising ways.
+    bool numeric = true;
+    for (char c : bare) numeric = numeric && (IsDigit(c) || c == '.');
+    if (!numeric) {
+      portal.address = Lower(bare);
+      return portal;
+    }
+  }
+  return InvalidArgument("target_portal.target_address \"" + Printable(address) +
+                         "\" is not an IPv4 address, an IPv6 address or a host name");
+}
+
+Status ValidateIqn(const std::string& iqn) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("iqn \"" + Printable(iqn) + "\" is not a valid iSCSI name: " + why);
+  };
+  if (iqn.empty()) return InvalidArgument("iqn is empty");
+  if (iqn.size() > kMaxIqnLength) return bad("longer than 223 characters");
+  for (char c : iqn) {
+    // '_' is outside RFC 3722 but common in real target names (and harmless here).
+    if (!IsAsciiAlnum(c) && c != '.' && c != '-' && c != ':' && c != '_') {
+      return bad("only letters, digits, '.', '-', '_' and ':' are allowed");
+    }
+  }
+  std::string lower = Lower(iqn);
+  if (lower.rfind("iqn.", 0) == 0) {
+    // iqn.YYYY-MM.<naming authority>[:<unique name>]
+    if (lower.size() < 12 || !IsDigit(lower[4]) || !IsDigit(lower[5]) || !IsDigit(lower[6]) || !IsDigit(lower[7]) ||
+        lower[8] != '-' || !IsDigit(lower[9]) || !IsDigit(lower[10]) || lower[11] != '.') {
+      return bad("expected iqn.YYYY-MM.<reversed domain name>[:<name>]");
+    }
+    std::string authority = lower.substr(12, lower.find(':') == std::string::npos ? std::string::npos
+                                                                                    : lower.find(':') - 12);
+    if (authority.empty() || authority.find(':') != std::string::npos || authority.front() == '.' ||
+        authority.back() == '.' || authority.find("..") != std::string::npos) {
+      return bad("the naming authority after the date must be a reversed domain name");
+    }
+    return Status::Ok();
+  }
+  if (lower.rfind("eui.", 0) == 0) {
+    if (lower.size() == 20 && AllHex(std::string_view(lower).substr(4))) return Status::Ok();
+    return bad("expected eui. and 16 hexadecimal digits");
+  }
+  if (lower.rfind("naa.", 0) == 0) {
+    if ((lower.size() == 20 || lower.size() == 36) && AllHex(std::string_view(lower).substr(4))) return Status::Ok();
+    return bad("expected naa. and 16 or 32 hexadecimal digits");
+  }
+  return bad("it must start with iqn., eui. or naa.");
+}
+
+Status ValidateChapName(const std::string& name, std::string_view field) {
+  if (name.empty()) return InvalidArgument(std::string(field) + " is empty");
+  if (name.size() > kMaxChapFieldLength) return InvalidArgument(std::string(field) + " is longer than 255 characters");
+  for (char c : name) {
+    if (!IsAsciiAlnum(c) && c != '.' && c != '_' && c != '-' && c != ':' && c != '@') {
+      return InvalidArgument(std::string(field) + " \"" + Printable(name) +
+                             "\" may only contain letters, digits and . _ - : @");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateChapSecret(const std::string& secret, std::string_view field) {
+  if (secret.empty()) return InvalidArgument(std::string(field) + " is empty");
+  if (secret.size() > kMaxChapFieldLength) {
+    return InvalidArgument(std::string(field) + " is longer than 255 characters");
+  }
+  for (char c : secret) {
+    auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f) {
+      return InvalidArgument(std::string(field) +
+                             " may only contain printable ASCII characters without spaces (value not shown)");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<AuthType> ValidateAuthType(int32_t value) {
+  switch (value) {
+    case 0:
+      return AuthType::kNone;
+    case 1:
+      return AuthType::kOneWayChap;
+    case 2:
+      return AuthType::kMutualChap;
+    default:
+      return InvalidArgument("auth_type " + std::to_string(value) +
+                             " is not NONE (0), ONE_WAY_CHAP (1) or MUTUAL_CHAP (2)");
+  }
+}
+
+std::string PortalToString(const Portal& portal) {
+  bool v6 = portal.address.find(':') != std::string::npos;
+  return (v6 ? "[" + portal.address + "]" : portal.address) + ":" + std::to_string(portal.port);
+}
+
+}  // namespace csi_proxy::iscsi

@@ -1,0 +1,40 @@
+// iSCSI SendTargets discovery (RFC 7143, sections 11.12-11.13 and appendix C) done in-process over TCP.
+//
+// Why not iscsiadm: open-iscsi's `iscsiadm -m discovery` refuses to run unless the kernel's iscsi_tcp transport
+// is loaded (it checks /sys/class/iscsi_transport first), and iscsid cannot start without the kernel's
+// NETLINK_ISCSI socket. Discovery itself is plain TCP: a discovery-session login without authentication, one
+// Text request "SendTargets=All", a logout. Doing it here works on any kernel, needs no daemon, writes nothing
+// into open-iscsi's node database, and costs no process start.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "csi_proxy/status.hpp"
+#include "iscsi_types.h"
+
+namespace csi_proxy::iscsi {
+
+struct DiscoveredTarget {
+  std::string iqn;                     // TargetName
+  std::vector<std::string> addresses;  // TargetAddress values, "<address>:<port>,<portal group tag>"
+};
+
+struct SendTargetsOptions {
+  std::string initiator_name;  // our InitiatorName; the target may filter on it
+  std::chrono::milliseconds timeout{std::chrono::seconds(15)};  // for the whole exchange
+};
+
+struct SendTargetsResult {
+  std::vector<DiscoveredTarget> targets;
+  std::string peer_address;  // the numeric address the session connected to (a host name resolved)
+};
+
+// Runs one discovery session against `portal`. Errors: UNAVAILABLE when the portal cannot be resolved or
+// reached, DEADLINE_EXCEEDED when it does not answer in time, PERMISSION_DENIED when the target refuses the
+// login (e.g. it demands CHAP for discovery, which the csi-proxy API cannot supply), INTERNAL for protocol
+// violations.
+StatusOr<SendTargetsResult> DiscoverSendTargets(const Portal& portal, const SendTargetsOptions& options);
+
+}  // namespace csi_proxy::iscsi

@@ -1,0 +1,258 @@
+// Persistent iSCSI state in a private directory; see state_store.h.
+#include "state_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "iscsi_validation.h"
+
+namespace csi_proxy::iscsi {
+namespace {
+
+constexpr const char* kPortalsHeader = "# csi-proxy iSCSI target portals (address port), format 1\n";
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// mkdir -p for the parents (0755); the last component gets `last_mode`. Existing directories are kept.
+Status MakeDirs(const std::string& path, mode_t last_mode) {
+  size_t pos = 1;
+  while (true) {
+    size_t slash = path.find('/', pos);
+    std::string part = path.substr(0, slash);
+    bool last = slash == std::string::npos;
+    if (!part.empty() && mkdir(part.c_str(), last ? last_mode : 0755) != 0 && errno != EEXIST) {
+      return Internal("cannot create " + part + ": " + ErrnoText(errno));
+    }
+    if (last) return Status::Ok();
+    pos = slash + 1;
+  }
+}
+
+StatusOr<std::optional<std::string>> ReadFileAt(int dir_fd, const char* name) {
+  int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return Internal(std::string("cannot open ") + name + ": " + ErrnoText(errno));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Internal(std::string(name) + " is not a regular file");
+  }
+  std::string content;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return Internal(std::string("cannot read ") + name + ": " + ErrnoText(err));
+    }
+    if (n == 0) break;
+    content.append(buf, static_cast<size_t>(n));
+    if (content.size() > (1u << 20)) {
+      close(fd);
+      return Internal(std::string(name) + " is larger than 1 MiB");
+    }
+  }
+  close(fd);
+  return std::optional<std::string>(std::move(content));
+}
+
+// Removes temporary files a crash between create and rename may have left (".<name>.tmp.<n>").
+void RemoveStaleTemporaries(int dir_fd) {
+  int fd = dup(dir_fd);
+  if (fd < 0) return;
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    close(fd);
+    return;
+  }
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > 1 && name[0] == '.' && name.find(".tmp.") != std::string::npos) stale.push_back(name);
+  }
+  closedir(d);
+  for (const auto& name : stale) unlinkat(dir_fd, name.c_str(), 0);
+}
+
+}  // namespace
+
+Status WriteFileAtomically(int dir_fd, const std::string& name, const std::string& content, unsigned mode) {
+  std::random_device rd;
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+    tmp = "." + name + ".tmp." + std::to_string(rd());
+    fd = openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0 && errno != EEXIST) return Internal("cannot create a temporary file for " + name + ": " + ErrnoText(errno));
+  }
+  if (fd < 0) return Internal("cannot create a temporary file for " + name);
+  auto fail = [&](const std::string& what) {
+    int err = errno;
+    close(fd);
+    unlinkat(dir_fd, tmp.c_str(), 0);
+    return Internal(what + " " + name + ": " + ErrnoText(err));
+  };
+  // The umask may have narrowed `mode` at creation; state files must be exactly `mode`.
+  if (fchmod(fd, mode) != 0) return fail("cannot set the mode of");
+  size_t off = 0;
+  while (off < content.size()) {
+    ssize_t n = write(fd, content.data() + off, content.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("cannot write");
+    off += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) return fail("cannot fsync");
+  if (close(fd) != 0) {
+    int err = errno;
+    unlinkat(dir_fd, tmp.c_str(), 0);
+    return Internal("cannot close " + name + ": " + ErrnoText(err));
+  }
+  if (renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
+    int err = errno;
+    unlinkat(dir_fd, tmp.c_str(), 0);
+    return Internal("cannot rename the new " + name + " into place: " + ErrnoText(err));
+  }
+  if (fsync(dir_fd) != 0) return Internal("cannot fsync the directory of " + name + ": " + ErrnoText(errno));
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir) {
+  if (dir.empty() || dir[0] != '/') return InvalidArgument("state_dir \"" + dir + "\" must be an absolute path");
+  if (dir.find("/../") != std::string::npos || dir.ends_with("/..")) {
+    return InvalidArgument("state_dir \"" + dir + "\" must not contain '..'");
+  }
+  CSI_PROXY_RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return Internal("cannot open state_dir " + dir + ": " + ErrnoText(errno) +
+                    (errno == ELOOP || errno == ENOTDIR ? " (it must be a directory, not a symlink)" : ""));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return Internal("cannot stat state_dir " + dir + ": " + ErrnoText(err));
+  }
+  if (st.st_uid != geteuid()) {
+    close(fd);
+    return PermissionDenied("state_dir " + dir + " is owned by uid " + std::to_string(st.st_uid) +
+                            ", not by this process (uid " + std::to_string(geteuid()) + ")");
+  }
+  // The directory holds a secret: nobody else may list or enter it.
+  if ((st.st_mode & 077) != 0 && fchmod(fd, 0700) != 0) {
+    int err = errno;
+    close(fd);
+    return Internal("cannot restrict state_dir " + dir + " to mode 0700: " + ErrnoText(err));
+  }
+  std::unique_ptr<IscsiStateStore> store(new IscsiStateStore(dir, fd));
+  CSI_PROXY_RETURN_IF_ERROR(store->Load());
+  return store;
+}
+
+IscsiStateStore::~IscsiStateStore() { close(dir_fd_); }
+
+Status IscsiStateStore::Load() {
+  RemoveStaleTemporaries(dir_fd_);
+  auto portals_text = ReadFileAt(dir_fd_, kPortalsFile);
+  if (!portals_text.ok()) return portals_text.status();
+  if (portals_text->has_value()) {
+    std::istringstream in(**portals_text);
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      std::string address, port_text, extra;
+      fields >> address >> port_text >> extra;
+      auto where = dir_ + "/" + kPortalsFile + " line " + std::to_string(line_no);
+      if (address.empty() || port_text.empty() || !extra.empty() || port_text.size() > 5 ||
+          port_text.find_first_not_of("0123456789") != std::string::npos) {
+        return Internal(where + " is not \"<address> <port>\"");
+      }
+      auto portal = ValidatePortal(address, static_cast<uint32_t>(std::stoul(port_text)));
+      if (!portal.ok()) return Internal(where + ": " + portal.status().message());
+      bool dup = false;
+      for (const auto& p : portals_) dup = dup || p == *portal;
+      if (!dup) portals_.push_back(*portal);
+    }
+  }
+  auto secret = ReadFileAt(dir_fd_, kMutualChapSecretFile);
+  if (!secret.ok()) return secret.status();
+  if (secret->has_value() && !(*secret)->empty()) mutual_chap_secret_ = **secret;
+  return Status::Ok();
+}
+
+Status IscsiStateStore::WritePortals(const std::vector<Portal>& portals) {
+  std::string text = kPortalsHeader;
+  for (const auto& p : portals) text += p.address + " " + std::to_string(p.port) + "\n";
+  return WriteFileAtomically(dir_fd_, kPortalsFile, text, 0600);
+}
+
+std::vector<Portal> IscsiStateStore::Portals() const {
+  std::lock_guard lock(mu_);
+  return portals_;
+}
+
+bool IscsiStateStore::HasPortal(const Portal& portal) const {
+  std::lock_guard lock(mu_);
+  for (const auto& p : portals_) {
+    if (p == portal) return true;
+  }
+  return false;
+}
+
+Status IscsiStateStore::AddPortal(const Portal& portal) {
+  std::lock_guard lock(mu_);
+  for (const auto& p : portals_) {
+    if (p == portal) return Status::Ok();
+  }
+  auto next = portals_;
+  next.push_back(portal);
+  CSI_PROXY_RETURN_IF_ERROR(WritePortals(next));
+  portals_ = std::move(next);
+  return Status::Ok();
+}
+
+Status IscsiStateStore::RemovePortal(const Portal& portal) {
+  std::lock_guard lock(mu_);
+  auto next = portals_;
+  std::erase(next, portal);
+  if (next.size() == portals_.size()) return NotFound("target portal " + PortalToString(portal) + " is not registered");
+  CSI_PROXY_RETURN_IF_ERROR(WritePortals(next));
+  portals_ = std::move(next);
+  return Status::Ok();
+}
+
+std::optional<std::string> IscsiStateStore::MutualChapSecret() const {
+  std::lock_guard lock(mu_);
+  return mutual_chap_secret_;
+}
+
+Status IscsiStateStore::SetMutualChapSecret(const std::string& secret) {
+  std::lock_guard lock(mu_);
+  if (secret.empty()) {
+    if (unlinkat(dir_fd_, kMutualChapSecretFile, 0) != 0 && errno != ENOENT) {
+      return Internal(std::string("cannot remove ") + kMutualChapSecretFile + ": " + ErrnoText(errno));
+    }
+    if (fsync(dir_fd_) != 0) return Internal("cannot fsync state_dir " + dir_ + ": " + ErrnoText(errno));
+    mutual_chap_secret_.reset();
+    return Status::Ok();
+  }
+  CSI_PROXY_RETURN_IF_ERROR(WriteFileAtomically(dir_fd_, kMutualChapSecretFile, secret, 0600));
+  mutual_chap_secret_ = secret;
+  return Status::Ok();
+}
+
+}  // namespace csi_proxy::iscsi

@@ -1,0 +1,61 @@
+// What the Linux iSCSI backend must remember that the kernel does not: the registered target portals (Windows
+// keeps them in its iSCSI service) and the initiator-wide mutual CHAP secret. Kept in a private directory
+// (mode 0700); every change is written atomically (temp file, fsync, rename, fsync of the directory, mode 0600),
+// so a crash leaves either the old or the new state, and the state survives a restart of the proxy.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "csi_proxy/status.hpp"
+#include "iscsi_types.h"
+
+namespace csi_proxy::iscsi {
+
+class IscsiStateStore {
+ public:
+  // Creates `dir` (mode 0700, parents 0755) if needed and loads the state in it. Refuses a path that is not an
+  // absolute directory owned by this user, a symlink in its place, or a state file it cannot parse.
+  static StatusOr<std::unique_ptr<IscsiStateStore>> Open(const std::string& dir);
+  ~IscsiStateStore();
+  IscsiStateStore(const IscsiStateStore&) = delete;
+  IscsiStateStore& operator=(const IscsiStateStore&) = delete;
+
+  // Registered portals in the order they were added.
+  std::vector<Portal> Portals() const;
+  bool HasPortal(const Portal& portal) const;
+  // Adds the portal; adding a registered portal again changes nothing.
+  Status AddPortal(const Portal& portal);
+  // Removes the portal; returns NOT_FOUND if it was not registered (the state is unchanged then).
+  Status RemovePortal(const Portal& portal);
+
+  std::optional<std::string> MutualChapSecret() const;
+  // Stores the secret; an empty secret clears it.
+  Status SetMutualChapSecret(const std::string& secret);
+
+  const std::string& dir() const { return dir_; }
+
+  // File names inside the state directory.
+  static constexpr const char* kPortalsFile = "portals";
+  static constexpr const char* kMutualChapSecretFile = "mutual-chap-secret";
+
+ private:
+  IscsiStateStore(std::string dir, int dir_fd) : dir_(std::move(dir)), dir_fd_(dir_fd) {}
+  Status Load();
+  Status WritePortals(const std::vector<Portal>& portals);
+
+  const std::string dir_;
+  const int dir_fd_;
+  mutable std::mutex mu_;
+  std::vector<Portal> portals_;
+  std::optional<std::string> mutual_chap_secret_;
+};
+
+// Writes `content` to `name` inside the directory `dir_fd` so that readers see either the old or the new file:
+// a temporary file (O_EXCL, `mode`), write, fsync, rename over `name`, fsync of the directory.
+Status WriteFileAtomically(int dir_fd, const std::string& name, const std::string& content, unsigned mode);
+
+}  // namespace csi_proxy::iscsi

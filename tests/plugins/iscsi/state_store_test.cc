@@ -1,0 +1,178 @@
+// The iSCSI state directory: registered portals and the mutual CHAP secret survive a restart, are written
+// atomically with private permissions, and a broken state file is reported, not ignored.
+#include "state_store.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace csi_proxy::iscsi {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/csi-proxy-iscsi-state-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(IscsiStateStore, NewDirectoryIsCreatedPrivateAndEmpty) {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/var/lib/csi-proxy/iscsi";
+  auto store = IscsiStateStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(ModeOf(dir), 0700u);
+  EXPECT_TRUE((*store)->Portals().empty());
+  EXPECT_FALSE((*store)->MutualChapSecret().has_value());
+}
+
+TEST(IscsiStateStore, PortalsSurviveReopeningInInsertionOrder) {
+  TempDir tmp;
+  {
+    auto store = IscsiStateStore::Open(tmp.path() + "/s");
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->AddPortal({"10.0.0.2", 3260}).ok());
+    ASSERT_TRUE((*store)->AddPortal({"10.0.0.1", 13260}).ok());
+    ASSERT_TRUE((*store)->AddPortal({"10.0.0.2", 3260}).ok());  // again: no duplicate
+  }
+  auto reopened = IscsiStateStore::Open(tmp.path() + "/s");
+  ASSERT_TRUE(reopened.ok()) << reopened.status().message();
+  auto portals = (*reopened)->Portals();
+  ASSERT_EQ(portals.size(), 2u);
+  EXPECT_EQ(portals[0], (Portal{"10.0.0.2", 3260}));
+  EXPECT_EQ(portals[1], (Portal{"10.0.0.1", 13260}));
+}
+
+TEST(IscsiStateStore, RemovingAPortalIsPersistedAndAMissingOneIsNotFound) {
+  TempDir tmp;
+  auto store = IscsiStateStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->AddPortal({"10.0.0.1", 3260}).ok());
+  ASSERT_TRUE((*store)->RemovePortal({"10.0.0.1", 3260}).ok());
+  EXPECT_EQ((*store)->RemovePortal({"10.0.0.1", 3260}).code(), Code::kNotFound);
+  store->reset();
+  auto reopened = IscsiStateStore::Open(tmp.path());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_TRUE((*reopened)->Portals().empty());
+}
+
+TEST(IscsiStateStore, StateFilesAreMode0600AndNoTemporariesRemain) {
+  TempDir tmp;
+  auto store = IscsiStateStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->AddPortal({"10.0.0.1", 3260}).ok());
+  ASSERT_TRUE((*store)->SetMutualChapSecret("0123456789abcdef").ok());
+  EXPECT_EQ(ModeOf(tmp.path() + "/portals"), 0600u);
+  EXPECT_EQ(ModeOf(tmp.path() + "/mutual-chap-secret"), 0600u);
+  EXPECT_EQ(Entries(tmp.path()), (std::vector<std::string>{"mutual-chap-secret", "portals"}));
+}
+
+TEST(IscsiStateStore, MutualChapSecretSurvivesReopeningAndCanBeCleared) {
+  TempDir tmp;
+  {
+    auto store = IscsiStateStore::Open(tmp.path());
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->SetMutualChapSecret("first-secret-1").ok());
+    ASSERT_TRUE((*store)->SetMutualChapSecret("second-secret-2").ok());
+  }
+  {
+    auto store = IscsiStateStore::Open(tmp.path());
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ((*store)->MutualChapSecret(), "second-secret-2");
+    ASSERT_TRUE((*store)->SetMutualChapSecret("").ok());
+  }
+  auto store = IscsiStateStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_FALSE((*store)->MutualChapSecret().has_value());
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/mutual-chap-secret"));
+}
+
+TEST(IscsiStateStore, TemporariesLeftByACrashAreRemovedAndTheOldStateKept) {
+  TempDir tmp;
+  {
+    auto store = IscsiStateStore::Open(tmp.path());
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->AddPortal({"10.0.0.1", 3260}).ok());
+  }
+  // A crash between creating the temporary file and renaming it.
+  std::ofstream(tmp.path() + "/.portals.tmp.12345") << "half-written";
+  auto store = IscsiStateStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->Portals().size(), 1u);
+  EXPECT_EQ(Entries(tmp.path()), (std::vector<std::string>{"portals"}));
+}
+
+TEST(IscsiStateStore, AnUnparsablePortalsFileIsAnError) {
+  TempDir tmp;
+  std::ofstream(tmp.path() + "/portals") << "10.0.0.1 3260\nnot a portal line at all\n";
+  auto store = IscsiStateStore::Open(tmp.path());
+  EXPECT_EQ(store.status().code(), Code::kInternal);
+  EXPECT_NE(store.status().message().find("line 2"), std::string::npos) << store.status().message();
+}
+
+TEST(IscsiStateStore, AnInvalidPortalInTheFileIsAnError) {
+  TempDir tmp;
+  std::ofstream(tmp.path() + "/portals") << "$(reboot) 3260\n";
+  EXPECT_EQ(IscsiStateStore::Open(tmp.path()).status().code(), Code::kInternal);
+}
+
+TEST(IscsiStateStore, ASymlinkInPlaceOfTheDirectoryIsRefused) {
+  TempDir tmp;
+  std::filesystem::create_directory(tmp.path() + "/real");
+  std::filesystem::create_directory_symlink(tmp.path() + "/real", tmp.path() + "/link");
+  EXPECT_FALSE(IscsiStateStore::Open(tmp.path() + "/link").ok());
+}
+
+TEST(IscsiStateStore, RelativeDirectoryIsRefused) {
+  EXPECT_EQ(IscsiStateStore::Open("var/lib/csi-proxy").status().code(), Code::kInvalidArgument);
+}
+
+TEST(IscsiStateStore, OpenNarrowsAGroupReadableDirectoryTo0700) {
+  TempDir tmp;
+  chmod(tmp.path().c_str(), 0755);
+  ASSERT_TRUE(IscsiStateStore::Open(tmp.path()).ok());
+  EXPECT_EQ(ModeOf(tmp.path()), 0700u);
+}
+
+TEST(IscsiStateStore, TheSecretFileHoldsExactlyTheSecret) {
+  TempDir tmp;
+  auto store = IscsiStateStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->SetMutualChapSecret("a;b$c`d").ok());
+  EXPECT_EQ(ReadAll(tmp.path() + "/mutual-chap-secret"), "a;b$c`d");
+}
+
+}  // namespace
+}  // namespace csi_proxy::iscsi
