@@ -1,0 +1,66 @@
+// The OS side of the system group, as narrow interfaces: the service layer (system_service.h) speaks only to these,
+// so a Windows backend (WMI Win32_BIOS / the Service Control Manager) can be added without touching it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::system {
+
+// The values are upstream's wire values (.NET ServiceControllerStatus), so adapters can cast.
+enum class ServiceStatus : int {
+  kUnknown = 0,
+  kStopped = 1,
+  kStartPending = 2,
+  kStopPending = 3,
+  kRunning = 4,
+  kContinuePending = 5,
+  kPausePending = 6,
+  kPaused = 7,
+};
+
+// The values are upstream's wire values (.NET ServiceStartMode).
+enum class StartType : int {
+  kBoot = 0,
+  kSystem = 1,
+  kAutomatic = 2,
+  kManual = 3,
+  kDisabled = 4,
+};
+
+struct ServiceInfo {
+  std::string display_name;
+  StartType start_type = StartType::kManual;
+  ServiceStatus status = ServiceStatus::kUnknown;
+  // The OS is still working on a start or stop request (systemd: the unit has a queued job). While it is, the
+  // status is not final.
+  bool change_pending = false;
+  // The OS's own words for the state, for messages: "ActiveState=failed SubState=failed Result=exit-code".
+  std::string state_detail;
+};
+
+// Where the machine's BIOS (SMBIOS system) serial number comes from.
+class BiosInfoSource {
+ public:
+  virtual ~BiosInfoSource() = default;
+  // The serial as the firmware reports it. FAILED_PRECONDITION when the platform exposes none.
+  virtual StatusOr<std::string> SerialNumber() = 0;
+};
+
+// The service manager. Names are already validated and canonical (see service_name.h). Requests do not wait:
+// the service layer polls Query() for the final state.
+class ServiceManager {
+ public:
+  virtual ~ServiceManager() = default;
+  // NOT_FOUND when there is no such service; FAILED_PRECONDITION when the service manager is not reachable.
+  virtual StatusOr<ServiceInfo> Query(const std::string& name) = 0;
+  // Asks the service manager to start / stop the service (and, for stop, whatever must stop with it).
+  virtual Status RequestStart(const std::string& name) = 0;
+  virtual Status RequestStop(const std::string& name) = 0;
+  // The services that are active now and that stopping `name` would stop too.
+  virtual StatusOr<std::vector<std::string>> ActiveDependents(const std::string& name) = 0;
+};
+
+}  // namespace csi_proxy::system

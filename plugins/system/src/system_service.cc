@@ -1,0 +1,100 @@
+// The system service layer; see system_service.h.
+#include "system_service.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "service_name.h"
+
+namespace csi_proxy::system {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool IsSettled(const ServiceInfo& info) {
+  return !info.change_pending && info.status != ServiceStatus::kStartPending &&
+         info.status != ServiceStatus::kStopPending && info.status != ServiceStatus::kUnknown;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::string Seconds(std::chrono::milliseconds ms) {
+  std::string s = std::to_string(ms.count() / 1000);
+  if (ms.count() % 1000 != 0) s += "." + std::to_string(ms.count() % 1000 / 100);
+  return s + " s";
+}
+
+}  // namespace
+
+SystemService::SystemService(std::unique_ptr<BiosInfoSource> bios, std::unique_ptr<ServiceManager> services,
+                             SystemServiceOptions options)
+    : bios_(std::move(bios)), services_(std::move(services)), options_(options) {}
+
+StatusOr<std::string> SystemService::GetBiosSerialNumber() { return bios_->SerialNumber(); }
+
+StatusOr<ServiceInfo> SystemService::GetService(std::string_view name) {
+  auto unit = CanonicalServiceUnit(name);
+  if (!unit.ok()) return unit.status();
+  return services_->Query(*unit);
+}
+
+Status SystemService::StartService(std::string_view name, const WaitLimits& limits) {
+  auto unit = CanonicalServiceUnit(name);
+  if (!unit.ok()) return unit.status();
+  auto held = unit_locks_.Hold(*unit);
+  auto info = services_->Query(*unit);
+  if (!info.ok()) return info.status();
+  if (info->status == ServiceStatus::kRunning && !info->change_pending) return Status::Ok();
+  CSI_PROXY_RETURN_IF_ERROR(services_->RequestStart(*unit));
+  return WaitFor(*unit, ServiceStatus::kRunning, limits);
+}
+
+Status SystemService::StopService(std::string_view name, bool force, const WaitLimits& limits) {
+  auto unit = CanonicalServiceUnit(name);
+  if (!unit.ok()) return unit.status();
+  auto held = unit_locks_.Hold(*unit);
+  auto info = services_->Query(*unit);
+  if (!info.ok()) return info.status();
+  if (info->status == ServiceStatus::kStopped && !info->change_pending) return Status::Ok();
+  if (!force) {
+    auto dependents = services_->ActiveDependents(*unit);
+    if (!dependents.ok()) return dependents.status();
+    if (!dependents->empty()) {
+      return FailedPrecondition("service " + *unit + " has active dependents (" + Join(*dependents) +
+                                "); stopping it would stop them too: stop them first or set force");
+    }
+  }
+  CSI_PROXY_RETURN_IF_ERROR(services_->RequestStop(*unit));
+  return WaitFor(*unit, ServiceStatus::kStopped, limits);
+}
+
+Status SystemService::WaitFor(const std::string& unit, ServiceStatus want, const WaitLimits& limits) {
+  const char* goal = want == ServiceStatus::kRunning ? "running" : "stopped";
+  const Clock::time_point start = Clock::now();
+  Clock::time_point end = start + options_.state_timeout;
+  if (limits.deadline && *limits.deadline < end) end = *limits.deadline;
+  while (true) {
+    auto info = services_->Query(unit);
+    if (!info.ok()) return info.status().WithContext("waiting for " + unit + " to be " + goal);
+    if (info->status == want && !info->change_pending) return Status::Ok();
+    if (IsSettled(*info)) {
+      return Internal("service " + unit + " did not become " + goal + ": " + info->state_detail);
+    }
+    if (limits.cancelled && limits.cancelled()) {
+      return Status(Code::kCancelled, "the caller gave up waiting for " + unit + " to be " + goal);
+    }
+    Clock::time_point now = Clock::now();
+    if (now >= end) {
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+      return DeadlineExceeded("timed out after " + Seconds(waited) + " waiting for service " + unit + " to be " +
+                              goal + " (" + info->state_detail + "); the request stays queued");
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(options_.poll_interval, end - now));
+  }
+}
+
+}  // namespace csi_proxy::system
