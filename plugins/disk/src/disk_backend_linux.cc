@@ -1,0 +1,309 @@
+// The disk group on Linux; see disk_backend_linux.h.
+#include "disk_backend_linux.h"
+
+#include <fcntl.h>
+#include <libfdisk/libfdisk.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+namespace csi_proxy::disk {
+namespace fs = std::filesystem;
+using common::BlockDevice;
+
+namespace {
+
+constexpr auto kPartitionAppearTimeout = std::chrono::seconds(10);
+
+bool HasDataPartition(const std::vector<common::PartitionEntry>& entries) {
+  return std::any_of(entries.begin(), entries.end(), [](const common::PartitionEntry& e) {
+    return !e.is_extended && e.type != common::kMicrosoftReservedGuid;
+  });
+}
+
+std::string DescribeSignature(const common::Signatures& sig) {
+  std::string text = sig.usage == "filesystem" ? "a " + sig.fs_type + " filesystem" : "a " + sig.fs_type + " signature";
+  if (!sig.uuid.empty()) text += " (UUID " + sig.uuid + ")";
+  return text;
+}
+
+std::string DiskText(uint32_t number, const BlockDevice& disk) {
+  return "disk " + std::to_string(number) + " (" + disk.path + ")";
+}
+
+// Disk numbers are diskseq values; the API carries uint32. A diskseq beyond that (after four billion device
+// attachments in one boot) cannot be named and is left out of lists.
+bool FitsDiskNumber(uint64_t diskseq) { return diskseq > 0 && diskseq <= UINT32_MAX; }
+
+Status WriteAttribute(const std::string& path, const std::string& value) {
+  int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);  // O_TRUNC: ignored by sysfs
+  if (fd < 0) return Internal(common::ErrnoMessage("open " + path, errno));
+  ssize_t n = write(fd, value.data(), value.size());
+  int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(value.size())) return Internal(common::ErrnoMessage("write " + path, err));
+  return Status::Ok();
+}
+
+// SCSI device states in which the disk serves I/O (or will again without an administrator).
+bool IsOnlineScsiState(const std::string& state) {
+  return state == "running" || state == "blocked" || state == "quiesce" || state == "created";
+}
+
+struct FdiskContextDeleter {
+  void operator()(fdisk_context* cxt) const { fdisk_unref_context(cxt); }
+};
+struct FdiskPartitionDeleter {
+  void operator()(fdisk_partition* pa) const { fdisk_unref_partition(pa); }
+};
+struct FdiskTypeDeleter {
+  void operator()(fdisk_parttype* t) const { fdisk_unref_parttype(t); }
+};
+
+}  // namespace
+
+LinuxDiskBackend::LinuxDiskBackend(LinuxDiskOptions options)
+    : options_(std::move(options)), devices_(options_.roots) {}
+
+StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations() {
+  auto disks = devices_.ListDisks();
+  if (!disks.ok()) return disks.status();
+  std::map<uint32_t, DiskLocation> locations;
+  for (const auto& disk : *disks) {
+    if (!FitsDiskNumber(disk.diskseq)) continue;
+    auto address = devices_.ScsiAddressOf(disk);
+    if (!address) continue;
+    locations[static_cast<uint32_t>(disk.diskseq)] =
+        DiskLocation{std::to_string(address->host), std::to_string(address->channel),
+                     std::to_string(address->target), std::to_string(address->lun)};
+  }
+  return locations;
+}
+
+StatusOr<std::map<uint32_t, DiskIds>> LinuxDiskBackend::ListDiskIds() {
+  auto disks = devices_.ListDisks();
+  if (!disks.ok()) return disks.status();
+  std::map<uint32_t, DiskIds> ids;
+  for (const auto& disk : *disks) {
+    if (!FitsDiskNumber(disk.diskseq)) continue;
+    auto found = devices_.IdentifiersOf(disk);
+    ids[static_cast<uint32_t>(disk.diskseq)] = DiskIds{found.page83, found.serial_number};
+  }
+  return ids;
+}
+
+StatusOr<uint32_t> LinuxDiskBackend::FindDiskByPage83(const std::string& page83) {
+  auto disks = devices_.ListDisks();
+  if (!disks.ok()) return disks.status();
+  for (const auto& disk : *disks) {
+    if (FitsDiskNumber(disk.diskseq) && devices_.IdentifiersOf(disk).page83 == page83) {
+      return static_cast<uint32_t>(disk.diskseq);
+    }
+  }
+  return NotFound("no disk has the page 0x83 identifier " + common::QuotePath(page83));
+}
+
+StatusOr<int64_t> LinuxDiskBackend::GetDiskSize(uint32_t disk_number) {
+  auto disk = devices_.DiskByNumber(disk_number);
+  if (!disk.ok()) return disk.status();
+  return static_cast<int64_t>(disk->size_bytes);
+}
+
+Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
+  auto disk = devices_.DiskByNumber(disk_number);
+  if (!disk.ok()) return disk.status();
+  const std::string what = DiskText(disk_number, *disk);
+
+  // Idempotent: a disk that already has a partition (other than Microsoft Reserved) is left as it is.
+  auto entries = common::ReadPartitionEntries(disk->path);
+  if (!entries.ok()) return entries.status().WithContext("reading the partition table of " + what);
+  if (HasDataPartition(*entries)) return Status::Ok();
+
+  if (auto partscan = common::ReadAttribute(devices_.SysfsDir(disk->name) + "/partscan");
+      partscan.ok() && *partscan == "0") {
+    return FailedPrecondition(what + ": the kernel does not scan partitions on this device (for a loop device: "
+                              "attach it with partition scanning)");
+  }
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  if (auto use = devices_.DescribeUse(*disk, *mounts)) {
+    return FailedPrecondition(what + " is in use: " + *use + "; refusing to partition it");
+  }
+
+  // Exclusive open (no mount can start meanwhile) plus the udev-convention lock on the whole disk.
+  auto fd = common::OpenAndLockDisk(disk->path, O_RDWR | O_EXCL, /*exclusive=*/true);
+  if (!fd.ok()) return fd.status().WithContext("partitioning " + what);
+
+  // Look again now that nobody else can change it.
+  entries = common::ReadPartitionEntries(disk->path);
+  if (!entries.ok()) return entries.status().WithContext("reading the partition table of " + what);
+  if (HasDataPartition(*entries)) return Status::Ok();
+  auto sig = common::ProbeSignatures(disk->path);
+  if (!sig.ok()) return sig.status().WithContext("probing " + what);
+  if (sig->ambivalent) {
+    return FailedPrecondition(what + " holds several conflicting signatures; refusing to partition it");
+  }
+  if (!sig->fs_type.empty()) {
+    return FailedPrecondition(what + " holds " + DescribeSignature(*sig) +
+                              " on the whole disk; refusing to partition it");
+  }
+
+  uint32_t number = 0;
+  uint64_t start = 0, size = 0;
+  CSI_PROXY_RETURN_IF_ERROR(WritePartitionTable(*disk, fd->get(), number, start, size).WithContext(
+      "partitioning " + what));
+  if (fsync(fd->get()) != 0) return Internal(common::ErrnoMessage("fsync " + disk->path, errno));
+
+  // Tell the kernel. The disk had no partitions in use, so a full re-read disturbs nothing; BLKPG then adds
+  // whatever the kernel's own parsers did not find (some kernels are built without any).
+  (void)common::RereadPartitionTable(fd->get());
+  if (!devices_.KernelPartitionsMatchTable(*disk)) {
+    CSI_PROXY_RETURN_IF_ERROR(devices_.SyncKernelPartitions(*disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
+  }
+  auto part = devices_.WaitForPartition(*disk, number, kPartitionAppearTimeout);
+  return part.ok() ? Status::Ok() : part.status().WithContext(what);
+}
+
+Status LinuxDiskBackend::WritePartitionTable(const BlockDevice& disk, int disk_fd, uint32_t& partition_number,
+                                             uint64_t& start_bytes, uint64_t& size_bytes) {
+  std::unique_ptr<fdisk_context, FdiskContextDeleter> cxt(fdisk_new_context());
+  if (!cxt) return Internal("libfdisk: out of memory");
+  fdisk_disable_dialogs(cxt.get(), 1);
+  // The fd stays ours: libfdisk does not close a device assigned by descriptor.
+  if (int rc = fdisk_assign_device_by_fd(cxt.get(), disk_fd, disk.path.c_str(), 0); rc < 0) {
+    return Internal(common::ErrnoMessage("libfdisk cannot read " + disk.path, -rc));
+  }
+  std::string type_text;
+  if (!fdisk_has_label(cxt.get())) {
+    if (int rc = fdisk_create_disklabel(cxt.get(), "gpt"); rc < 0) {
+      return Internal(common::ErrnoMessage("libfdisk cannot create a GPT", -rc));
+    }
+  }
+  if (fdisk_is_label(cxt.get(), GPT)) {
+    type_text = options_.gpt_partition_type;
+  } else if (fdisk_is_label(cxt.get(), DOS)) {
+    type_text = "83";  // Linux
+  } else {
+    return FailedPrecondition("it has a partition table of a kind this server does not write (only GPT and dos)");
+  }
+  fdisk_label* label = fdisk_get_label(cxt.get(), nullptr);
+  std::unique_ptr<fdisk_parttype, FdiskTypeDeleter> type(fdisk_label_parse_parttype(label, type_text.c_str()));
+  if (!type) return Internal("libfdisk does not know the partition type " + type_text);
+
+  std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> pa(fdisk_new_partition());
+  if (!pa) return Internal("libfdisk: out of memory");
+  fdisk_partition_start_follow_default(pa.get(), 1);
+  fdisk_partition_end_follow_default(pa.get(), 1);
+  fdisk_partition_partno_follow_default(pa.get(), 1);
+  fdisk_partition_set_type(pa.get(), type.get());
+  size_t partno = 0;
+  if (int rc = fdisk_add_partition(cxt.get(), pa.get(), &partno); rc < 0) {
+    return Internal(common::ErrnoMessage("libfdisk cannot add a partition", -rc));
+  }
+  if (int rc = fdisk_write_disklabel(cxt.get()); rc < 0) {
+    return Internal(common::ErrnoMessage("libfdisk cannot write the partition table", -rc));
+  }
+  fdisk_partition* written = nullptr;
+  if (int rc = fdisk_get_partition(cxt.get(), partno, &written); rc < 0) {
+    return Internal(common::ErrnoMessage("libfdisk lost the new partition", -rc));
+  }
+  std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> written_owner(written);
+  const uint64_t sector = fdisk_get_sector_size(cxt.get());
+  partition_number = static_cast<uint32_t>(partno + 1);
+  start_bytes = fdisk_partition_get_start(written) * sector;
+  size_bytes = fdisk_partition_get_size(written) * sector;
+  fdisk_deassign_device(cxt.get(), /*nosync=*/1);
+  return Status::Ok();
+}
+
+Status LinuxDiskBackend::Rescan() {
+  // SCSI hosts (including iSCSI sessions) look for new LUNs; machines without SCSI simply have none.
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.roots.sys + "/class/scsi_host", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    (void)WriteAttribute(it->path().string() + "/scan", "- - -");  // a host that cannot scan is not an error
+  }
+  auto disks = devices_.ListDisks();
+  if (!disks.ok()) return disks.status();
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  for (const auto& disk : *disks) {
+    // SCSI disks re-read their capacity; loop devices already report a changed capacity.
+    const std::string rescan = options_.roots.sys + "/block/" + disk.name + "/device/rescan";
+    if (fs::exists(rescan, ec)) (void)WriteAttribute(rescan, "1");
+
+    // Bring the kernel's partitions in line with the partition table, only where they differ and only while
+    // nobody holds the disk's lock. A full re-read (BLKRRPART) drops and re-creates every partition device, so
+    // it runs only on an unused disk where the kernel lists no partitions; BLKPG then adds and resizes single
+    // partitions, also on a busy disk. Partitions only the kernel knows are left alone: someone may have added
+    // them on purpose.
+    if (devices_.KernelPartitionsMatchTable(disk)) continue;
+    auto fd = common::OpenAndLockDisk(disk.path, O_RDONLY | O_NONBLOCK, /*exclusive=*/true,
+                                      std::chrono::milliseconds(0));
+    if (!fd.ok()) continue;
+    auto kernel = devices_.PartitionsOf(disk);
+    if (kernel.ok() && kernel->empty() && !devices_.DescribeUse(disk, *mounts)) {
+      (void)common::RereadPartitionTable(fd->get());
+    }
+    if (!devices_.KernelPartitionsMatchTable(disk)) {
+      (void)devices_.SyncKernelPartitions(disk, fd->get(), /*remove_vanished=*/false);
+    }
+  }
+  return Status::Ok();
+}
+
+std::string LinuxDiskBackend::DeviceKind(const BlockDevice& disk) const {
+  const std::string& n = disk.name;
+  if (n.rfind("loop", 0) == 0) return "a loop device";
+  if (n.rfind("nvme", 0) == 0) return "an NVMe namespace";
+  if (n.rfind("dm-", 0) == 0) return "a device-mapper device";
+  if (n.rfind("md", 0) == 0) return "an md RAID device";
+  if (n.rfind("zram", 0) == 0 || n.rfind("ram", 0) == 0) return "a RAM disk";
+  std::error_code ec;
+  auto subsystem = fs::read_symlink(options_.roots.sys + "/block/" + n + "/device/subsystem", ec).filename();
+  if (!ec && subsystem == "virtio") return "a virtio disk";
+  if (!ec && !subsystem.empty()) return "a " + subsystem.string() + " device";
+  return "a block device";
+}
+
+Status LinuxDiskBackend::SetDiskState(uint32_t disk_number, bool online) {
+  auto disk = devices_.DiskByNumber(disk_number);
+  if (!disk.ok()) return disk.status();
+  const std::string what = DiskText(disk_number, *disk);
+  auto state_path = devices_.ScsiStatePath(*disk);
+  if (!state_path) {
+    if (online) return Status::Ok();  // it has no offline state, so it is online
+    return FailedPrecondition(what + " is " + DeviceKind(*disk) +
+                              " that has no online/offline state; only SCSI disks can be taken offline");
+  }
+  auto state = common::ReadAttribute(*state_path);
+  if (!state.ok()) return state.status();
+  if (IsOnlineScsiState(*state) == online) return Status::Ok();
+  if (online) return WriteAttribute(*state_path, "running").WithContext("bringing " + what + " online");
+
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  if (auto use = devices_.DescribeUse(*disk, *mounts)) {
+    return FailedPrecondition(what + " is in use: " + *use + "; refusing to take it offline");
+  }
+  // Written data reaches the device before it stops taking I/O.
+  common::UniqueFd fd(open(disk->path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || fsync(fd.get()) != 0) return Internal(common::ErrnoMessage("flush " + disk->path, errno));
+  return WriteAttribute(*state_path, "offline").WithContext("taking " + what + " offline");
+}
+
+StatusOr<bool> LinuxDiskBackend::GetDiskState(uint32_t disk_number) {
+  auto disk = devices_.DiskByNumber(disk_number);
+  if (!disk.ok()) return disk.status();
+  auto state_path = devices_.ScsiStatePath(*disk);
+  if (!state_path) return true;  // a device without an offline state is online
+  auto state = common::ReadAttribute(*state_path);
+  if (!state.ok()) return state.status();
+  return IsOnlineScsiState(*state);
+}
+
+}  // namespace csi_proxy::disk
