@@ -440,5 +440,13 @@ TEST_F(FilesystemEndToEnd, ParallelClientsEachGetTheirOwnTreeRight) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// ---- configuration ----
+
+TEST(FilesystemGroupConfig, SlashAsKubeletPathRefusesTheGroupWithAClearReason) {
+  HostProcess host("[groups.filesystem]\nenabled = true\nrequired = true\n", "kubelet_path = \"/\"\n");
+  EXPECT_FALSE(host.Start({kV1}, std::chrono::seconds(10)));
+  EXPECT_THAT(host.error(), HasSubstr("refusing \"/\" as an allowed root"));
+}
+
 }  // namespace
 }  // namespace csi_proxy::filesystem
