@@ -42,8 +42,17 @@ StatusOr<ServiceInfo> SystemService::GetService(std::string_view name) {
   return services_->Query(*unit);
 }
 
-Status SystemService::StartService(std::string_view name, const WaitLimits& limits) {
+StatusOr<std::string> SystemService::UnitToChange(std::string_view name) const {
   auto unit = CanonicalServiceUnit(name);
+  if (!unit.ok()) return unit.status();
+  if (!options_.allowed_units.empty() && !options_.allowed_units.contains(*unit)) {
+    return PermissionDenied("service " + *unit + " is not in this node's allowed_services");
+  }
+  return unit;
+}
+
+Status SystemService::StartService(std::string_view name, const WaitLimits& limits) {
+  auto unit = UnitToChange(name);
   if (!unit.ok()) return unit.status();
   auto held = unit_locks_.Hold(*unit);
   auto info = services_->Query(*unit);
@@ -54,7 +63,7 @@ Status SystemService::StartService(std::string_view name, const WaitLimits& limi
 }
 
 Status SystemService::StopService(std::string_view name, bool force, const WaitLimits& limits) {
-  auto unit = CanonicalServiceUnit(name);
+  auto unit = UnitToChange(name);
   if (!unit.ok()) return unit.status();
   auto held = unit_locks_.Hold(*unit);
   auto info = services_->Query(*unit);

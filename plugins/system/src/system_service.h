@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,9 @@ struct SystemServiceOptions {
   std::chrono::milliseconds state_timeout{std::chrono::seconds(30)};
   // How often the state is looked at while waiting, as upstream (200 ms).
   std::chrono::milliseconds poll_interval{std::chrono::milliseconds(200)};
+  // Canonical unit names that StartService / StopService may touch; empty means any service. GetService stays
+  // open: it changes nothing.
+  std::set<std::string> allowed_units;
 };
 
 class SystemService {
@@ -39,7 +43,8 @@ class SystemService {
   StatusOr<ServiceInfo> GetService(std::string_view name);
 
   // Succeeds once the service runs; a running service is left alone. DEADLINE_EXCEEDED when it is not running
-  // in time (the start request stays queued), INTERNAL when it stopped trying (e.g. it failed).
+  // in time (the start request stays queued), INTERNAL when it stopped trying (e.g. it failed),
+  // PERMISSION_DENIED for a service outside allowed_units.
   Status StartService(std::string_view name, const WaitLimits& limits = {});
 
   // Succeeds once the service is stopped; a stopped service is left alone. Without `force` it refuses with
@@ -47,6 +52,8 @@ class SystemService {
   Status StopService(std::string_view name, bool force, const WaitLimits& limits = {});
 
  private:
+  // The canonical unit for a start or stop, or why it may not be touched.
+  StatusOr<std::string> UnitToChange(std::string_view name) const;
   // Polls until the service reaches `want` with nothing pending, fails when the OS settled elsewhere, or the
   // limits run out.
   Status WaitFor(const std::string& unit, ServiceStatus want, const WaitLimits& limits);
