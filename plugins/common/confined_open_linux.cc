@@ -192,7 +192,9 @@ class Walker {
     }
   }
 
-  std::string Describe(const char* action) const { return std::string(action) + " " + field_ + " " + QuotePath(path_.path); }
+  std::string Describe(const char* action) const {
+    return std::string(action) + " " + field_ + " " + QuotePath(path_.path);
+  }
   Status Missing() const { return NotFound(field_ + " " + QuotePath(path_.path) + " does not exist"); }
   Status Escape(const char* how) const { return policy_.EscapeError(field_, path_.path, how); }
 

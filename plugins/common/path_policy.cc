@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 namespace csi_proxy::common {
 namespace {
@@ -19,12 +20,6 @@ std::string Join(const std::vector<std::string>& parts, size_t from, size_t to) 
     out += parts[i];
   }
   return out;
-}
-
-// True if `root`'s components are a prefix of `parts`.
-bool StartsWithRoot(const std::vector<std::string>& parts, const std::vector<std::string>& root) {
-  if (root.size() > parts.size()) return false;
-  return std::equal(root.begin(), root.end(), parts.begin());
 }
 
 }  // namespace
@@ -77,6 +72,7 @@ StatusOr<PathPolicy> PathPolicy::Create(std::string_view kubelet_path, const std
     std::string normalized = "/" + Join(parts, 0, parts.size());
     if (std::find(policy.roots_.begin(), policy.roots_.end(), normalized) == policy.roots_.end()) {
       policy.roots_.push_back(std::move(normalized));
+      policy.root_parts_.push_back(std::move(parts));
     }
   }
   return policy;
@@ -96,26 +92,32 @@ Status PathPolicy::EscapeError(std::string_view field, std::string_view path, st
                           RootsForMessage() + " (" + std::string(how) + ")");
 }
 
+std::optional<size_t> PathPolicy::LongestRootOf(const std::vector<std::string>& parts) const {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < root_parts_.size(); ++i) {
+    const std::vector<std::string>& root = root_parts_[i];
+    bool is_prefix = root.size() <= parts.size() && std::equal(root.begin(), root.end(), parts.begin());
+    if (is_prefix && (!best || root.size() > root_parts_[*best].size())) best = i;
+  }
+  return best;
+}
+
 std::optional<RootedText> PathPolicy::SplitAtRoot(std::string_view absolute) const {
   if (absolute.empty() || absolute.front() != '/') return std::nullopt;
   std::vector<std::string> parts = SplitPath(absolute);
-  const std::string* best = nullptr;
-  size_t best_len = 0;
-  for (const std::string& root : roots_) {
-    std::vector<std::string> root_parts = SplitPath(root);
-    if (StartsWithRoot(parts, root_parts) && (best == nullptr || root_parts.size() > best_len)) {
-      best = &root;
-      best_len = root_parts.size();
-    }
-  }
-  if (best == nullptr) return std::nullopt;
-  return RootedText{*best, std::vector<std::string>(parts.begin() + static_cast<ptrdiff_t>(best_len), parts.end())};
+  std::optional<size_t> root = LongestRootOf(parts);
+  if (!root) return std::nullopt;
+  auto rest_begin = parts.begin() + static_cast<ptrdiff_t>(root_parts_[*root].size());
+  return RootedText{roots_[*root], std::vector<std::string>(std::make_move_iterator(rest_begin),
+                                                            std::make_move_iterator(parts.end()))};
 }
 
 StatusOr<ConfinedPath> PathPolicy::Confine(std::string_view path, std::string_view field) const {
   const std::string f(field);
   if (path.empty()) return InvalidArgument(f + " is empty");
-  if (path.find('\0') != std::string_view::npos) return InvalidArgument(f + " " + QuotePath(path) + " contains a NUL byte");
+  if (path.find('\0') != std::string_view::npos) {
+    return InvalidArgument(f + " " + QuotePath(path) + " contains a NUL byte");
+  }
   if (path.front() != '/') return InvalidArgument(f + " " + QuotePath(path) + " is not an absolute path");
 
   std::vector<std::string> parts;
@@ -131,13 +133,13 @@ StatusOr<ConfinedPath> PathPolicy::Confine(std::string_view path, std::string_vi
   out.path = "/" + Join(parts, 0, parts.size());
   if (out.path.size() > kMaxPathBytes) return InvalidArgument(f + " is longer than 4095 bytes");
 
-  std::optional<RootedText> split = SplitAtRoot(out.path);
-  if (!split) {
+  std::optional<size_t> root = LongestRootOf(parts);
+  if (!root) {
     return PermissionDenied(f + " " + QuotePath(path) + " is not under an allowed root (the kubelet path or a " +
                             "working dir): allowed roots are " + RootsForMessage());
   }
-  out.root = std::move(split->root);
-  out.relative = Join(split->rest, 0, split->rest.size());
+  out.root = roots_[*root];
+  out.relative = Join(parts, root_parts_[*root].size(), parts.size());
   return out;
 }
 

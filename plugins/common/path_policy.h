@@ -53,7 +53,11 @@ class PathPolicy {
   Status EscapeError(std::string_view field, std::string_view path, std::string_view how) const;
 
  private:
-  std::vector<std::string> roots_;
+  // The index in roots_ of the longest root whose components start `parts`.
+  std::optional<size_t> LongestRootOf(const std::vector<std::string>& parts) const;
+
+  std::vector<std::string> roots_;                    // normalized, in configuration order
+  std::vector<std::vector<std::string>> root_parts_;  // the same, split into components
 };
 
 // The path in double quotes with control bytes, quotes and backslashes escaped, so request data cannot forge
