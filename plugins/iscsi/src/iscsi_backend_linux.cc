@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "block_devices_linux.h"
 #include "iscsi_validation.h"
 #include "run_program.h"
 #include "sendtargets_client.h"
@@ -114,7 +115,10 @@ std::string Tail(const std::string& output) {
 class LinuxIscsiBackend final : public IscsiBackend {
  public:
   LinuxIscsiBackend(LinuxIscsiOptions options, std::unique_ptr<IscsiStateStore> store, std::string initiator_name)
-      : options_(std::move(options)), store_(std::move(store)), initiator_name_(std::move(initiator_name)) {}
+      : options_(std::move(options)),
+        store_(std::move(store)),
+        initiator_name_(std::move(initiator_name)),
+        block_devices_(common::BlockDeviceRoots{options_.sys_root, "/dev"}) {}
 
   std::vector<Portal> ListPortals() override { return store_->Portals(); }
   Status AddPortal(const Portal& portal) override { return store_->AddPortal(portal); }
@@ -229,12 +233,11 @@ class LinuxIscsiBackend final : public IscsiBackend {
       if (target.rfind("target", 0) != 0) continue;
       for (const auto& lun : ListDir(device + "/" + target)) {
         if (lun.find(':') == std::string::npos) continue;
-        for (const auto& disk : ListDir(device + "/" + target + "/" + lun + "/block")) {
-          auto seq = ReadSmallFile(options_.sys_root + "/block/" + disk + "/diskseq");
-          if (!seq || seq->empty() || seq->find_first_not_of("0123456789") != std::string::npos) {
-            return Internal("disk " + disk + " of iSCSI session " + session->name + " has no diskseq");
-          }
-          numbers.push_back(std::stoull(*seq));
+        for (const auto& name : ListDir(device + "/" + target + "/" + lun + "/block")) {
+          // The disk group's number for the same disk: its diskseq.
+          auto disk = block_devices_.DiskByName(name);
+          if (!disk.ok()) return disk.status().WithContext("disk " + name + " of iSCSI session " + session->name);
+          numbers.push_back(disk->diskseq);
         }
       }
     }
@@ -339,6 +342,7 @@ class LinuxIscsiBackend final : public IscsiBackend {
   LinuxIscsiOptions options_;
   std::unique_ptr<IscsiStateStore> store_;
   std::string initiator_name_;
+  common::BlockDevices block_devices_;
 };
 
 }  // namespace

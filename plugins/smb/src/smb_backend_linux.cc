@@ -1,0 +1,352 @@
+// The Linux SMB backend; see smb_backend_linux.h.
+#include "smb_backend_linux.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "block_devices_linux.h"
+#include "confined_open_linux.h"
+#include "run_program.h"
+#include "smb_validation.h"
+
+namespace csi_proxy::smb {
+namespace {
+
+using common::ConfinedPath;
+using common::QuotePath;
+using common::UniqueFd;
+
+std::optional<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+std::string Tail(const std::string& output) {
+  std::string t = output.size() > 1000 ? output.substr(output.size() - 1000) : output;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+// mkdir -p with mode 0755 for every missing component.
+Status MakeDirs(const std::string& path) {
+  size_t pos = 1;
+  for (;;) {
+    size_t slash = path.find('/', pos);
+    std::string part = path.substr(0, slash);
+    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Internal("cannot create " + part + ": " + std::strerror(errno));
+    }
+    if (slash == std::string::npos) return Status::Ok();
+    pos = slash + 1;
+  }
+}
+
+// A directory `name` inside `dir_fd`, created 0755 if missing; never followed if it is a symlink.
+StatusOr<UniqueFd> OpenOrMakeDir(int dir_fd, const std::string& name, const std::string& shown, bool& created) {
+  created = false;
+  if (mkdirat(dir_fd, name.c_str(), 0755) == 0) {
+    created = true;
+  } else if (errno != EEXIST) {
+    return Internal("cannot create " + shown + ": " + std::strerror(errno));
+  }
+  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Internal("cannot open " + shown + " (it must be a directory): " + std::strerror(errno));
+  return UniqueFd(fd);
+}
+
+// What mount.cifs' "mount error(N)" says, as a status for the caller. The output never holds the password:
+// mount.cifs only prints it masked, and only with --verbose, which is not used.
+Status MountFailure(const std::string& key, const common::ProgramResult& result) {
+  std::string output = Tail(result.output);
+  std::string prefix = "mounting " + key + " failed";
+  auto has = [&](const char* s) { return output.find(s) != std::string::npos; };
+  std::string text = prefix + " (mount helper exit " + std::to_string(result.exit_code) + "): " + output;
+  if (has("error(13)") || has("error(1)")) return PermissionDenied(text);
+  if (has("error(2)")) return NotFound(text);
+  if (has("error(19)")) return FailedPrecondition(text);
+  if (has("error(111)") || has("error(112)") || has("error(113)") || has("error(110)") || has("error(115)")) {
+    return Unavailable(text);
+  }
+  return Internal(text);
+}
+
+// Whether the running kernel could load `module`: nullopt if yes, else why not.
+std::optional<std::string> LoadableModuleProblem(const std::string& module) {
+  if (!Exists("/proc/modules")) {
+    return "the kernel was built without loadable module support (there is no /proc/modules), so `modprobe " +
+           module + "` cannot help";
+  }
+  utsname u;
+  if (uname(&u) != 0) return "uname failed";
+  std::string dir = std::string("/lib/modules/") + u.release;
+  auto deps = ReadSmallFile(dir + "/modules.dep");
+  if (!deps) return "there is no " + dir + "/modules.dep, so `modprobe " + module + "` cannot help";
+  if (deps->find("/" + module + ".ko") == std::string::npos) {
+    return "kernel " + std::string(u.release) + " has no " + module + " module in " + dir;
+  }
+  return std::nullopt;
+}
+
+class LinuxSmbBackend final : public SmbBackend {
+ public:
+  LinuxSmbBackend(LinuxSmbOptions options, common::PathPolicy policy, UniqueFd root_fd)
+      : options_(std::move(options)), policy_(std::move(policy)), root_fd_(std::move(root_fd)) {}
+
+  StatusOr<MappingStatus> GetMapping(const RemotePath& remote) override {
+    auto mounted = MountedType(remote);
+    if (!mounted.ok()) return mounted.status();
+    if (mounted->empty()) return MappingStatus{MappingState::kNotMapped, ""};
+    if (*mounted != "cifs" && *mounted != "smb3") {
+      return Internal(MountPoint(remote) + " holds a " + *mounted + " mount, not the SMB mapping of " +
+                      remote.MappingKey());
+    }
+    // statfs asks the server; a dead server or an expired session makes it fail. It runs in a child process so
+    // that a hung server costs a timeout, not a blocked worker thread.
+    auto stat = common::FindSystemProgram("stat");
+    if (!stat.ok()) return stat.status();
+    common::ProgramOptions run;
+    run.timeout = options_.health_timeout;
+    auto result = common::RunProgram({*stat, "-f", "-c", "%T", MountPoint(remote)}, run);
+    if (!result.ok()) return MappingStatus{MappingState::kUnreachable, result.status().message()};
+    if (result->exit_code != 0) return MappingStatus{MappingState::kUnreachable, Tail(result->output)};
+    return MappingStatus{MappingState::kHealthy, ""};
+  }
+
+  Status Map(const RemotePath& remote, const SmbCredentials& credentials) override {
+    // Nothing is created before the kernel is known to be able to mount cifs.
+    Status support = options_.cifs_support ? options_.cifs_support() : EnsureKernelCifs();
+    if (!support.ok()) return support;
+    std::string helper = options_.mount_helper;
+    if (helper.empty()) {
+      auto found = common::FindSystemProgram("mount.cifs");
+      if (!found.ok()) return FailedPrecondition("mount.cifs (cifs-utils) is not installed");
+      helper = *found;
+    }
+
+    bool made_server = false, made_share = false;
+    auto server_fd = OpenOrMakeDir(root_fd_.get(), remote.server, options_.mount_root + "/" + remote.server,
+                                   made_server);
+    if (!server_fd.ok()) return server_fd.status();
+    auto share_fd = OpenOrMakeDir(server_fd->get(), remote.share, MountPoint(remote), made_share);
+    if (!share_fd.ok()) {
+      RemoveDirs(remote);
+      return share_fd.status();
+    }
+
+    std::vector<std::string> argv = {helper, "//" + remote.server + "/" + remote.share, MountPoint(remote), "-o",
+                                     MountOptions(credentials, options_)};
+    common::ProgramOptions run;
+    run.timeout = options_.mount_timeout;
+    if (!credentials.username.empty()) run.extra_env.push_back("PASSWD=" + credentials.password);
+    Log(LogLevel::kInfo, "mapping " + remote.MappingKey() + " at " + MountPoint(remote) +
+                             (credentials.username.empty()
+                                  ? std::string(" as guest")
+                                  : " as " + (credentials.domain.empty() ? "" : credentials.domain + "\\") +
+                                        credentials.username));
+    auto result = common::RunProgram(argv, run);
+    if (!result.ok() || result->exit_code != 0) {
+      RemoveDirs(remote);
+      if (!result.ok()) return result.status().WithContext("mounting " + remote.MappingKey());
+      return MountFailure(remote.MappingKey(), *result);
+    }
+    auto mounted = MountedType(remote);
+    if (!mounted.ok() || (*mounted != "cifs" && *mounted != "smb3")) {
+      if (mounted.ok() && !mounted->empty()) umount2(MountPoint(remote).c_str(), MNT_DETACH);
+      RemoveDirs(remote);
+      return Internal("the mount helper " + helper + " reported success, but no SMB mount of " + remote.MappingKey() +
+                      " is at " + MountPoint(remote));
+    }
+    return Status::Ok();
+  }
+
+  Status Unmap(const RemotePath& remote) override {
+    std::string mp = MountPoint(remote);
+    // Lazy: the mapping disappears at once even if files are open or the server is gone (upstream removes with
+    // Force). Several stacked mounts are all removed.
+    for (int i = 0; i < 16; ++i) {
+      auto mounted = MountedType(remote);
+      if (!mounted.ok()) return mounted.status();
+      if (mounted->empty()) break;
+      if (*mounted != "cifs" && *mounted != "smb3") {
+        return Internal(mp + " holds a " + *mounted + " mount, not the SMB mapping of " + remote.MappingKey());
+      }
+      if (umount2(mp.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+        return Internal("unmounting " + mp + ": " + std::strerror(errno));
+      }
+      Log(LogLevel::kInfo, "unmapped " + remote.MappingKey() + " from " + mp);
+    }
+    RemoveDirs(remote);
+    return Status::Ok();
+  }
+
+  Status CheckLink(const ConfinedPath& local, const RemotePath& remote) override {
+    auto parent = common::OpenParent(policy_, local, "local_path");
+    if (!parent.ok()) {
+      if (parent.status().code() == Code::kNotFound) {
+        return NotFound("the parent directory of local_path " + QuotePath(local.path) + " does not exist");
+      }
+      return parent.status();
+    }
+    if (parent->name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
+    auto existing = ReadLink(parent->dir.get(), parent->name);
+    if (!existing) return Status::Ok();  // free
+    if (*existing == LinkText(remote)) return Status::Ok();
+    return AlreadyExists("local_path " + QuotePath(local.path) + " already exists");
+  }
+
+  Status Link(const ConfinedPath& local, const RemotePath& remote) override {
+    auto parent = common::OpenParent(policy_, local, "local_path");
+    if (!parent.ok()) return parent.status();
+    if (parent->name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
+    std::string text = LinkText(remote);
+    if (symlinkat(text.c_str(), parent->dir.get(), parent->name.c_str()) == 0) {
+      Log(LogLevel::kInfo, "linked " + QuotePath(local.path) + " to " + text);
+      return Status::Ok();
+    }
+    int err = errno;
+    if (err == EEXIST) {
+      auto existing = ReadLink(parent->dir.get(), parent->name);
+      if (existing && *existing == text) return Status::Ok();
+      return AlreadyExists("local_path " + QuotePath(local.path) + " already exists");
+    }
+    return common::ErrnoStatus(err, "creating the symlink " + QuotePath(local.path));
+  }
+
+ private:
+  void Log(LogLevel level, const std::string& message) const {
+    if (options_.log) options_.log(level, message);
+  }
+
+  std::string MountPoint(const RemotePath& remote) const {
+    return options_.mount_root + "/" + remote.server + "/" + remote.share;
+  }
+
+  std::string LinkText(const RemotePath& remote) const {
+    std::string text = MountPoint(remote);
+    for (const auto& part : remote.subpath) text += "/" + part;
+    return text;
+  }
+
+  // The file system type mounted at the share's mount point ("" when nothing is).
+  StatusOr<std::string> MountedType(const RemotePath& remote) const {
+    auto table = common::ReadMountTable();
+    if (!table.ok()) return table.status();
+    std::string mp = MountPoint(remote), type;
+    for (const auto& entry : *table) {
+      if (entry.target == mp) type = entry.fs_type;  // the last one is on top
+    }
+    return type;
+  }
+
+  static std::optional<std::string> ReadLink(int dir_fd, const std::string& name) {
+    char buf[4096];
+    ssize_t n = readlinkat(dir_fd, name.c_str(), buf, sizeof buf);
+    if (n >= 0) return std::string(buf, static_cast<size_t>(n));
+    if (errno == ENOENT) return std::nullopt;
+    return std::string("\0not a symlink", 14);  // exists, and is something else
+  }
+
+  // Removes the share's (empty) mount point and its server directory when that is empty too.
+  void RemoveDirs(const RemotePath& remote) const {
+    int server_fd = openat(root_fd_.get(), remote.server.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (server_fd < 0) return;
+    unlinkat(server_fd, remote.share.c_str(), AT_REMOVEDIR);
+    close(server_fd);
+    unlinkat(root_fd_.get(), remote.server.c_str(), AT_REMOVEDIR);
+  }
+
+  LinuxSmbOptions options_;
+  common::PathPolicy policy_;
+  UniqueFd root_fd_;
+};
+
+}  // namespace
+
+std::string MountOptions(const SmbCredentials& credentials, const LinuxSmbOptions& options) {
+  std::vector<std::string> opts;
+  if (credentials.username.empty()) {
+    opts.push_back("guest");
+  } else {
+    opts.push_back("username=" + credentials.username);
+    if (!credentials.domain.empty()) opts.push_back("domain=" + credentials.domain);
+  }
+  if (options.port != 445) opts.push_back("port=" + std::to_string(options.port));
+  if (!options.smb_version.empty()) opts.push_back("vers=" + options.smb_version);
+  if (options.require_privacy) opts.push_back("seal");
+  opts.push_back("nosuid");
+  opts.push_back("nodev");
+  std::string out;
+  for (const auto& o : opts) out += (out.empty() ? "" : ",") + o;
+  return out;
+}
+
+Status EnsureKernelCifs() {
+  auto listed = [] {
+    auto text = ReadSmallFile("/proc/filesystems");
+    if (!text) return false;
+    std::istringstream in(*text);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto tab = line.rfind('\t');
+      std::string name = tab == std::string::npos ? line : line.substr(tab + 1);
+      if (name == "cifs" || name == "smb3") return true;
+    }
+    return false;
+  };
+  if (listed()) return Status::Ok();
+  auto problem = LoadableModuleProblem("cifs");
+  if (!problem) {
+    auto modprobe = common::FindSystemProgram("modprobe");
+    if (modprobe.ok()) {
+      auto result = common::RunProgram({*modprobe, "cifs"});
+      if (result.ok() && result->exit_code == 0 && listed()) return Status::Ok();
+      problem = "modprobe cifs failed" + (result.ok() ? ": " + Tail(result->output) : "");
+    } else {
+      problem = "modprobe is not installed";
+    }
+  }
+  return FailedPrecondition("this kernel has no CIFS/SMB client: cifs is not listed in /proc/filesystems and " +
+                            *problem + " (a kernel with CONFIG_CIFS is needed)");
+}
+
+StatusOr<std::unique_ptr<SmbBackend>> MakeLinuxSmbBackend(LinuxSmbOptions options, common::PathPolicy policy) {
+  const std::string& root = options.mount_root;
+  if (root.empty() || root[0] != '/' || root.find("/..") != std::string::npos || root.find("/./") != std::string::npos) {
+    return InvalidArgument("mount_root \"" + root + "\" must be an absolute path without '.' or '..'");
+  }
+  while (options.mount_root.size() > 1 && options.mount_root.back() == '/') options.mount_root.pop_back();
+  if (!options.mount_helper.empty()) {
+    if (options.mount_helper[0] != '/') return InvalidArgument("mount_helper must be an absolute path");
+    if (access(options.mount_helper.c_str(), X_OK) != 0) {
+      return InvalidArgument("mount_helper " + options.mount_helper + " is not an executable file");
+    }
+  }
+  CSI_PROXY_RETURN_IF_ERROR(MakeDirs(options.mount_root));
+  int fd = open(options.mount_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Internal("cannot open mount_root " + options.mount_root + ": " + std::strerror(errno));
+  UniqueFd root_fd(fd);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+    return PermissionDenied("mount_root " + options.mount_root +
+                            " must be a directory owned by this process's user and writable only by it");
+  }
+  return std::unique_ptr<SmbBackend>(new LinuxSmbBackend(std::move(options), std::move(policy), std::move(root_fd)));
+}
+
+}  // namespace csi_proxy::smb
