@@ -93,8 +93,8 @@ StatusOr<std::string> ReadLinkFd(int fd) {
 // the object itself.
 class Walker {
  public:
-  Walker(const PathPolicy& policy, const ConfinedPath& path, std::string_view field, WalkMode mode)
-      : policy_(policy), path_(path), field_(field), mode_(mode) {}
+  Walker(const PathPolicy& policy, const ConfinedPath& path, std::string_view field, WalkMode mode, Access access)
+      : policy_(policy), path_(path), field_(field), mode_(mode), access_(access) {}
 
   StatusOr<OpenedParent> Run() {
     auto root = OpenRootDir(path_.root);
@@ -134,7 +134,7 @@ class Walker {
         if (text->empty()) return Missing();
         std::vector<std::string> parts;
         if (text->front() == '/') {
-          std::optional<RootedText> rooted = policy_.SplitAtRoot(*text);
+          std::optional<RootedText> rooted = policy_.SplitAtRoot(*text, access_ == Access::kExamine);
           if (!rooted) return Escape("through a symlink that points outside them");
           auto new_root = OpenRootDir(rooted->root);
           if (!new_root.ok()) return new_root.status();
@@ -202,17 +202,20 @@ class Walker {
   const ConfinedPath& path_;
   const std::string field_;
   const WalkMode mode_;
+  const Access access_;
   std::vector<UniqueFd> stack_;  // stack_[0] is the current root; each entry a directory below the previous
 };
 
 }  // namespace
 
-StatusOr<OpenedParent> OpenParent(const PathPolicy& policy, const ConfinedPath& path, std::string_view field) {
-  return Walker(policy, path, field, WalkMode::kParent).Run();
+StatusOr<OpenedParent> OpenParent(const PathPolicy& policy, const ConfinedPath& path, std::string_view field,
+                                  Access access) {
+  return Walker(policy, path, field, WalkMode::kParent, access).Run();
 }
 
-StatusOr<UniqueFd> OpenFollowing(const PathPolicy& policy, const ConfinedPath& path, std::string_view field) {
-  auto r = Walker(policy, path, field, WalkMode::kFollow).Run();
+StatusOr<UniqueFd> OpenFollowing(const PathPolicy& policy, const ConfinedPath& path, std::string_view field,
+                                 Access access) {
+  auto r = Walker(policy, path, field, WalkMode::kFollow, access).Run();
   if (!r.ok()) return r.status();
   return std::move(r->dir);
 }
@@ -221,7 +224,7 @@ StatusOr<UniqueFd> OpenCreatingDirs(const PathPolicy& policy, const ConfinedPath
   // A directory removed by someone else between our mkdirat and the next step shows up as NOT_FOUND; walking
   // again from the root converges (a missing component that cannot be created stays NOT_FOUND).
   for (int attempt = 0;; ++attempt) {
-    auto r = Walker(policy, path, field, WalkMode::kCreateDirs).Run();
+    auto r = Walker(policy, path, field, WalkMode::kCreateDirs, Access::kModify).Run();
     if (r.ok()) return std::move(r->dir);
     if (r.status().code() != Code::kNotFound || attempt == 3) return r.status();
   }

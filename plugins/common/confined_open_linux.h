@@ -65,12 +65,18 @@ struct OpenedParent {
   std::string name;  // the last component; empty when the path is an allowed root
 };
 
+// What the caller does with what it opens. Symlinks met on the way may lead into the policy's link target
+// dirs only for kExamine: looking at something (lstat, existence), never changing anything there.
+enum class Access { kModify, kExamine };
+
 // Opens the directory holding `path`'s last component; the last component itself is not looked at, so the
 // caller acts on it with *at() calls and AT_SYMLINK_NOFOLLOW. `field` names the request field in messages.
-StatusOr<OpenedParent> OpenParent(const PathPolicy& policy, const ConfinedPath& path, std::string_view field);
+StatusOr<OpenedParent> OpenParent(const PathPolicy& policy, const ConfinedPath& path, std::string_view field,
+                                  Access access = Access::kModify);
 
 // Opens (O_PATH) the object `path` names, following a final symlink under the same rules.
-StatusOr<UniqueFd> OpenFollowing(const PathPolicy& policy, const ConfinedPath& path, std::string_view field);
+StatusOr<UniqueFd> OpenFollowing(const PathPolicy& policy, const ConfinedPath& path, std::string_view field,
+                                 Access access = Access::kModify);
 
 // Like OpenFollowing, but creates missing directories along the path (mode 0755, less the umask), as mkdir -p.
 // Components that come from a symlink's text are never created. FAILED_PRECONDITION when a component, or

@@ -54,37 +54,56 @@ std::vector<std::string> SplitPath(std::string_view path) {
   return parts;
 }
 
-StatusOr<PathPolicy> PathPolicy::Create(std::string_view kubelet_path, const std::vector<std::string>& working_dirs) {
-  std::vector<std::string_view> candidates{kubelet_path};
-  candidates.insert(candidates.end(), working_dirs.begin(), working_dirs.end());
-  PathPolicy policy;
-  for (std::string_view root : candidates) {
-    if (root.empty()) continue;
-    if (root.find('\0') != std::string_view::npos || root.front() != '/') {
-      return InvalidArgument("allowed root " + QuotePath(root) + " must be an absolute path");
-    }
-    std::vector<std::string> parts;
-    for (auto& part : SplitPath(root)) {
-      if (part == "..") return InvalidArgument("allowed root " + QuotePath(root) + " must not contain '..'");
-      if (part != ".") parts.push_back(std::move(part));
-    }
-    if (parts.empty()) return InvalidArgument("refusing \"/\" as an allowed root: it would allow every path");
-    std::string normalized = "/" + Join(parts, 0, parts.size());
-    if (std::find(policy.roots_.begin(), policy.roots_.end(), normalized) == policy.roots_.end()) {
-      policy.roots_.push_back(std::move(normalized));
-      policy.root_parts_.push_back(std::move(parts));
-    }
+Status PathPolicy::Add(std::string_view dir, bool link_target_only, const char* kind) {
+  if (dir.empty()) return Status::Ok();
+  if (dir.find('\0') != std::string_view::npos || dir.front() != '/') {
+    return InvalidArgument(std::string(kind) + " " + QuotePath(dir) + " must be an absolute path");
   }
+  std::vector<std::string> parts;
+  for (auto& part : SplitPath(dir)) {
+    if (part == "..") return InvalidArgument(std::string(kind) + " " + QuotePath(dir) + " must not contain '..'");
+    if (part != ".") parts.push_back(std::move(part));
+  }
+  if (parts.empty()) {
+    return InvalidArgument("refusing \"/\" as " + std::string(kind) + ": it would allow every path");
+  }
+  std::string normalized = "/" + Join(parts, 0, parts.size());
+  for (const Dir& d : dirs_) {
+    if (d.path == normalized) return Status::Ok();  // a duplicate, or a link target that is also a root
+  }
+  dirs_.push_back({std::move(normalized), std::move(parts), link_target_only});
+  return Status::Ok();
+}
+
+StatusOr<PathPolicy> PathPolicy::Create(std::string_view kubelet_path, const std::vector<std::string>& working_dirs,
+                                        const std::vector<std::string>& link_target_dirs) {
+  PathPolicy policy;
+  CSI_PROXY_RETURN_IF_ERROR(policy.Add(kubelet_path, false, "an allowed root"));
+  for (const auto& dir : working_dirs) CSI_PROXY_RETURN_IF_ERROR(policy.Add(dir, false, "an allowed root"));
+  for (const auto& dir : link_target_dirs) CSI_PROXY_RETURN_IF_ERROR(policy.Add(dir, true, "a link target dir"));
   return policy;
 }
 
-std::string PathPolicy::RootsForMessage() const {
-  std::string out = "[";
-  for (size_t i = 0; i < roots_.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += roots_[i];
+std::vector<std::string> PathPolicy::roots() const {
+  std::vector<std::string> out;
+  for (const Dir& d : dirs_) {
+    if (!d.link_target_only) out.push_back(d.path);
   }
-  return out + "]";
+  return out;
+}
+
+std::vector<std::string> PathPolicy::link_target_dirs() const {
+  std::vector<std::string> out;
+  for (const Dir& d : dirs_) {
+    if (d.link_target_only) out.push_back(d.path);
+  }
+  return out;
+}
+
+std::string PathPolicy::RootsForMessage() const {
+  std::string out;
+  for (const std::string& root : roots()) out += (out.empty() ? "" : ", ") + root;
+  return "[" + out + "]";
 }
 
 Status PathPolicy::EscapeError(std::string_view field, std::string_view path, std::string_view how) const {
@@ -92,24 +111,25 @@ Status PathPolicy::EscapeError(std::string_view field, std::string_view path, st
                           RootsForMessage() + " (" + std::string(how) + ")");
 }
 
-std::optional<size_t> PathPolicy::LongestRootOf(const std::vector<std::string>& parts) const {
-  std::optional<size_t> best;
-  for (size_t i = 0; i < root_parts_.size(); ++i) {
-    const std::vector<std::string>& root = root_parts_[i];
-    bool is_prefix = root.size() <= parts.size() && std::equal(root.begin(), root.end(), parts.begin());
-    if (is_prefix && (!best || root.size() > root_parts_[*best].size())) best = i;
+const PathPolicy::Dir* PathPolicy::LongestDirOf(const std::vector<std::string>& parts,
+                                                bool include_link_targets) const {
+  const Dir* best = nullptr;
+  for (const Dir& d : dirs_) {
+    if (d.link_target_only && !include_link_targets) continue;
+    bool is_prefix = d.parts.size() <= parts.size() && std::equal(d.parts.begin(), d.parts.end(), parts.begin());
+    if (is_prefix && (best == nullptr || d.parts.size() > best->parts.size())) best = &d;
   }
   return best;
 }
 
-std::optional<RootedText> PathPolicy::SplitAtRoot(std::string_view absolute) const {
+std::optional<RootedText> PathPolicy::SplitAtRoot(std::string_view absolute, bool include_link_targets) const {
   if (absolute.empty() || absolute.front() != '/') return std::nullopt;
   std::vector<std::string> parts = SplitPath(absolute);
-  std::optional<size_t> root = LongestRootOf(parts);
-  if (!root) return std::nullopt;
-  auto rest_begin = parts.begin() + static_cast<ptrdiff_t>(root_parts_[*root].size());
-  return RootedText{roots_[*root], std::vector<std::string>(std::make_move_iterator(rest_begin),
-                                                            std::make_move_iterator(parts.end()))};
+  const Dir* dir = LongestDirOf(parts, include_link_targets);
+  if (dir == nullptr) return std::nullopt;
+  auto rest_begin = parts.begin() + static_cast<ptrdiff_t>(dir->parts.size());
+  return RootedText{dir->path, std::vector<std::string>(std::make_move_iterator(rest_begin),
+                                                        std::make_move_iterator(parts.end()))};
 }
 
 StatusOr<ConfinedPath> PathPolicy::Confine(std::string_view path, std::string_view field) const {
@@ -133,13 +153,13 @@ StatusOr<ConfinedPath> PathPolicy::Confine(std::string_view path, std::string_vi
   out.path = "/" + Join(parts, 0, parts.size());
   if (out.path.size() > kMaxPathBytes) return InvalidArgument(f + " is longer than 4095 bytes");
 
-  std::optional<size_t> root = LongestRootOf(parts);
-  if (!root) {
+  const Dir* root = LongestDirOf(parts, /*include_link_targets=*/false);
+  if (root == nullptr) {
     return PermissionDenied(f + " " + QuotePath(path) + " is not under an allowed root (the kubelet path or a " +
                             "working dir): allowed roots are " + RootsForMessage());
   }
-  out.root = roots_[*root];
-  out.relative = Join(parts, root_parts_[*root].size(), parts.size());
+  out.root = root->path;
+  out.relative = Join(parts, root->parts.size(), parts.size());
   return out;
 }
 

@@ -35,7 +35,12 @@ class PathPolicy {
  public:
   // The roots are the kubelet path and the working dirs; empty entries are ignored, duplicates collapsed.
   // A root must be absolute, without `..`, and not "/" itself (that would allow everything).
-  static StatusOr<PathPolicy> Create(std::string_view kubelet_path, const std::vector<std::string>& working_dirs);
+  //
+  // `link_target_dirs` are directories outside the roots that symlinks inside the roots may lead into when a
+  // path is only examined (never changed), e.g. the SMB group's mount root that `local_path` links point at.
+  // Request paths may not name them directly. Same rules as roots.
+  static StatusOr<PathPolicy> Create(std::string_view kubelet_path, const std::vector<std::string>& working_dirs,
+                                     const std::vector<std::string>& link_target_dirs = {});
 
   // The lexical check of one request path. `field` names the request field in messages ("path", "target_path").
   // INVALID_ARGUMENT for empty, relative, NUL-containing, `..`-containing or overlong paths; PERMISSION_DENIED
@@ -43,21 +48,31 @@ class PathPolicy {
   StatusOr<ConfinedPath> Confine(std::string_view path, std::string_view field = "path") const;
 
   // Splits an absolute path (typically a symlink's text) at the longest allowed root it starts with, component
-  // by component; nullopt when it starts with none.
-  std::optional<RootedText> SplitAtRoot(std::string_view absolute) const;
+  // by component; nullopt when it starts with none. With `include_link_targets`, link target dirs count too.
+  std::optional<RootedText> SplitAtRoot(std::string_view absolute, bool include_link_targets = false) const;
 
-  const std::vector<std::string>& roots() const { return roots_; }
+  // The allowed roots (normalized, in configuration order).
+  std::vector<std::string> roots() const;
+  // The link target dirs (normalized, without those that are also roots).
+  std::vector<std::string> link_target_dirs() const;
   // "[/var/lib/kubelet, /var/lib/csi-driver]" for error messages.
   std::string RootsForMessage() const;
   // PERMISSION_DENIED for a path whose resolution (through symlinks or `..` in a symlink) would leave the roots.
   Status EscapeError(std::string_view field, std::string_view path, std::string_view how) const;
 
  private:
-  // The index in roots_ of the longest root whose components start `parts`.
-  std::optional<size_t> LongestRootOf(const std::vector<std::string>& parts) const;
+  struct Dir {
+    std::string path;                // normalized
+    std::vector<std::string> parts;  // the same, split into components
+    bool link_target_only;           // a link target dir, not an allowed root
+  };
 
-  std::vector<std::string> roots_;                    // normalized, in configuration order
-  std::vector<std::vector<std::string>> root_parts_;  // the same, split into components
+  // Adds a root or link target dir after checking it; `kind` names it in messages.
+  Status Add(std::string_view dir, bool link_target_only, const char* kind);
+  // The longest entry of dirs_ whose components start `parts`; nullptr if none.
+  const Dir* LongestDirOf(const std::vector<std::string>& parts, bool include_link_targets) const;
+
+  std::vector<Dir> dirs_;
 };
 
 // The path in double quotes with control bytes, quotes and backslashes escaped, so request data cannot forge

@@ -33,12 +33,13 @@ class FilesystemBackend {
   // rules of RemoveTree; the directory itself stays. NOT_FOUND if missing.
   Status RemoveContents(const common::ConfinedPath& path);
 
-  // Creates the symlink `link` whose text is `source.path`. The source must not lead outside the roots (it
-  // need not exist); the link's parent must exist; ALREADY_EXISTS if something is at `link`.
+  // Creates the symlink `link` whose text is `source.path`. The source must not lead outside the roots and link
+  // target dirs (it need not exist); the link's parent must exist; ALREADY_EXISTS if something is at `link`.
   Status CreateSymlink(const common::ConfinedPath& source, const common::ConfinedPath& link);
 
-  // True for a symlink whose target exists inside the roots, and for a mount point; false for a dangling
-  // symlink and anything else. NOT_FOUND if missing; PERMISSION_DENIED for a symlink leading outside.
+  // True for a symlink whose target exists inside the roots (or a link target dir), and for a mount point;
+  // false for a dangling symlink, a loop and anything else. NOT_FOUND if missing; PERMISSION_DENIED for a
+  // symlink leading elsewhere.
   StatusOr<bool> IsSymlink(const common::ConfinedPath& path);
 
  private:

@@ -17,6 +17,7 @@
 namespace csi_proxy::filesystem {
 namespace {
 
+using common::Access;
 using common::ConfinedPath;
 using common::ErrnoStatus;
 using common::Openat2;
@@ -134,7 +135,7 @@ void RemoveChildren(int dirfd, const std::string& shown, int depth, Problems& pr
 }  // namespace
 
 StatusOr<bool> FilesystemBackend::PathExists(const ConfinedPath& path) {
-  auto parent = common::OpenParent(policy_, path, "path");
+  auto parent = common::OpenParent(policy_, path, "path", Access::kExamine);
   if (!parent.ok()) {
     if (parent.status().code() == Code::kNotFound) return false;
     return parent.status();
@@ -151,7 +152,7 @@ Status FilesystemBackend::MakeDirectories(const ConfinedPath& path) {
 }
 
 Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
-  auto parent = common::OpenParent(policy_, path, "path");
+  auto parent = common::OpenParent(policy_, path, "path", Access::kModify);
   if (!parent.ok()) return parent.status();
   if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
   int dir = parent->dir.get();
@@ -177,7 +178,7 @@ Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
 }
 
 Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
-  auto parent = common::OpenParent(policy_, path, "path");
+  auto parent = common::OpenParent(policy_, path, "path", Access::kModify);
   if (!parent.ok()) return parent.status().code() == Code::kNotFound ? Status::Ok() : parent.status();
   if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
   Problems problems;
@@ -186,7 +187,7 @@ Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
 }
 
 Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
-  auto dir = common::OpenFollowing(policy_, path, "path");
+  auto dir = common::OpenFollowing(policy_, path, "path", Access::kModify);
   if (!dir.ok()) return dir.status();
   struct stat st;
   if (::fstat(dir->get(), &st) != 0) return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
@@ -197,12 +198,12 @@ Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
 }
 
 Status FilesystemBackend::CreateSymlink(const ConfinedPath& source, const ConfinedPath& link) {
-  // The link's text is followed by whoever uses the link later, so it must not lead outside the roots as far
-  // as it resolves today. A source that does not exist yet is accepted, as upstream does.
-  auto resolved = common::OpenFollowing(policy_, source, "source_path");
+  // The link's text is followed by whoever uses the link later, so it must not lead outside the roots (or link
+  // target dirs) as far as it resolves today. A source that does not exist yet is accepted, as upstream does.
+  auto resolved = common::OpenFollowing(policy_, source, "source_path", Access::kExamine);
   if (!resolved.ok() && resolved.status().code() != Code::kNotFound) return resolved.status();
 
-  auto parent = common::OpenParent(policy_, link, "target_path");
+  auto parent = common::OpenParent(policy_, link, "target_path", Access::kModify);
   if (!parent.ok()) {
     if (parent.status().code() == Code::kNotFound) {
       return NotFound("the parent directory of target_path " + QuotePath(link.path) + " does not exist");
@@ -217,7 +218,7 @@ Status FilesystemBackend::CreateSymlink(const ConfinedPath& source, const Confin
 }
 
 StatusOr<bool> FilesystemBackend::IsSymlink(const ConfinedPath& path) {
-  auto parent = common::OpenParent(policy_, path, "path");
+  auto parent = common::OpenParent(policy_, path, "path", Access::kExamine);
   if (!parent.ok()) return parent.status();
   struct statx stx;
   int flags = AT_SYMLINK_NOFOLLOW | (parent->name.empty() ? AT_EMPTY_PATH : 0);
@@ -226,9 +227,9 @@ StatusOr<bool> FilesystemBackend::IsSymlink(const ConfinedPath& path) {
     return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
   }
   if (S_ISLNK(stx.stx_mode)) {
-    // A link counts when its target exists; the target is resolved inside the roots only, so a link planted
-    // to point outside reveals nothing about the outside (it is refused).
-    auto target = common::OpenFollowing(policy_, path, "path");
+    // A link counts when its target exists; the target is resolved inside the roots (and link target dirs)
+    // only, so a link planted to point elsewhere reveals nothing about what is there (it is refused).
+    auto target = common::OpenFollowing(policy_, path, "path", Access::kExamine);
     if (target.ok()) return true;
     Code code = target.status().code();
     if (code == Code::kNotFound || code == Code::kFailedPrecondition) return false;  // dangling, or a loop

@@ -3,6 +3,7 @@
 // FilesystemService; the two share their message shapes, so one template registers both.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "csi_proxy/plugin.hpp"
 #include "filesystem_service.h"
@@ -14,6 +15,8 @@ namespace csi_proxy::filesystem {
 namespace {
 
 using sdk::CallContext;
+
+constexpr const char* kLinkTargetDirsKey = "link_target_dirs";
 
 // The methods v1 and v2alpha1 have in common; `Api` is the version's proto namespace wrapped in a type.
 template <typename Api>
@@ -70,8 +73,24 @@ class FilesystemPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
-    if (!policy.ok()) return policy.status().WithContext("filesystem group: [host] kubelet_path / working_dirs");
+    for (const auto& [key, value] : config.group_table()) {
+      if (key.str() != kLinkTargetDirsKey) {
+        return InvalidArgument("filesystem group: unknown key '" + std::string(key.str()) + "' (the only key is '" +
+                               kLinkTargetDirsKey + "')");
+      }
+    }
+    // By default symlinks may lead into the SMB group's mount root (local_path links point there), so that
+    // IsSymlink and CreateSymlink work on SMB-staged paths, as they do upstream.
+    std::vector<std::string> link_target_dirs = {config.state_dir() + "/smb"};
+    if (config.group_table().contains(kLinkTargetDirsKey)) {
+      auto configured = config.GetStringArray(kLinkTargetDirsKey);
+      if (!configured.ok()) return configured.status().WithContext("filesystem group");
+      link_target_dirs = std::move(configured).value();
+    }
+    auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs(), link_target_dirs);
+    if (!policy.ok()) {
+      return policy.status().WithContext("filesystem group ([host] kubelet_path, working_dirs or link_target_dirs)");
+    }
     if (policy->roots().empty()) {
       return FailedPrecondition("filesystem group: no allowed roots ([host] kubelet_path and working_dirs are empty)");
     }
@@ -87,7 +106,10 @@ class FilesystemPlugin : public sdk::Plugin {
           return fs->RmdirContents(req.path());
         });
 
-    sdk::LogInfo("filesystem group ready; allowed roots " + service_->policy().RootsForMessage());
+    std::string targets;
+    for (const auto& dir : service_->policy().link_target_dirs()) targets += (targets.empty() ? "" : ", ") + dir;
+    sdk::LogInfo("filesystem group ready; allowed roots " + service_->policy().RootsForMessage() +
+                 ", link target dirs [" + targets + "]");
     return Status::Ok();
   }
 

@@ -220,5 +220,30 @@ TEST_F(ConfinedOpen, RacingSwapOfADirectoryAndAnOutsideLinkNeverCreatesOutside) 
   RecordProperty("refused", refused);
 }
 
+TEST_F(ConfinedOpen, LinkIntoALinkTargetDirIsFollowedForExaminingOnly) {
+  fs::create_directories(sandbox_ / "smb/srv/share");
+  auto p = PathPolicy::Create(kubelet_, {work_}, {sandbox_ / "smb"});
+  ASSERT_TRUE(p.ok());
+  fs::create_symlink(sandbox_ / "smb/srv/share", kubelet_ + "/staging");
+  auto c = p->Confine(kubelet_ + "/staging");
+  ASSERT_TRUE(c.ok());
+
+  auto examined = OpenFollowing(*p, *c, "path", Access::kExamine);
+  ASSERT_TRUE(examined.ok()) << examined.status().message();
+  EXPECT_TRUE(SameFile(examined->get(), sandbox_ / "smb/srv/share"));
+  EXPECT_EQ(OpenFollowing(*p, *c, "path", Access::kModify).status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(OpenFollowing(policy_, *c, "path", Access::kExamine).status().code(), Code::kPermissionDenied);
+}
+
+TEST_F(ConfinedOpen, DotDotCannotClimbOutOfALinkTargetDir) {
+  fs::create_directories(sandbox_ / "smb/srv");
+  auto p = PathPolicy::Create(kubelet_, {}, {sandbox_ / "smb"});
+  ASSERT_TRUE(p.ok());
+  fs::create_symlink(sandbox_ / "smb/srv/../../outside", kubelet_ + "/climb");
+  auto c = p->Confine(kubelet_ + "/climb/secret");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(OpenFollowing(*p, *c, "path", Access::kExamine).status().code(), Code::kPermissionDenied);
+}
+
 }  // namespace
 }  // namespace csi_proxy::common

@@ -448,5 +448,44 @@ TEST(FilesystemGroupConfig, SlashAsKubeletPathRefusesTheGroupWithAClearReason) {
   EXPECT_THAT(host.error(), HasSubstr("refusing \"/\" as an allowed root"));
 }
 
+TEST(FilesystemGroupConfig, UnknownGroupKeyRefusesTheGroup) {
+  HostProcess host("[groups.filesystem]\nenabled = true\nrequired = true\nlink_target_dir = [\"/x\"]\n");
+  EXPECT_FALSE(host.Start({kV1}, std::chrono::seconds(10)));
+  EXPECT_THAT(host.error(), HasSubstr("unknown key 'link_target_dir'"));
+}
+
+// The SMB group's local_path links point into <state_dir>/smb; by default the filesystem group may follow them
+// to look (IsSymlink, CreateSymlink's source), never to change anything there.
+TEST_F(FilesystemEndToEnd, SmbStagedPathIsASymlinkAndCanBePublishedByDefault) {
+  const std::string share = host_.dir() + "/state/smb/server/share";
+  WriteFile(share + "/file.txt", "remote data");
+  const std::string staging = kubelet_ + "/staging";
+  const std::string publish = kubelet_ + "/pods/p/mount";
+  fs::create_directories(kubelet_ + "/pods/p");
+  fs::create_symlink(share, staging);
+
+  auto is_link = v1_.IsSymlink(staging);
+  ASSERT_TRUE(is_link.first.ok()) << is_link.first.error_message();
+  EXPECT_TRUE(is_link.second);
+  ASSERT_TRUE(v1_.CreateSymlink(staging, publish).ok());
+  EXPECT_TRUE(v1_.IsSymlink(publish).second);
+  EXPECT_EQ(v1_.Mkdir(publish + "/new").error_code(), Code::PERMISSION_DENIED);
+  ASSERT_TRUE(v1_.Rmdir(publish, true).ok());
+  EXPECT_EQ(ReadFile(share + "/file.txt"), "remote data");
+}
+
+TEST(FilesystemGroupConfig, EmptyLinkTargetDirsFollowNoLinkOutOfTheRoots) {
+  ScratchDir sandbox;
+  const std::string kubelet = sandbox / "kubelet";
+  fs::create_directories(kubelet);
+  HostProcess host("[groups.filesystem]\nrequired = true\nlink_target_dirs = []\n",
+                   "kubelet_path = \"" + kubelet + "\"\n");
+  ASSERT_TRUE(host.Start({kV1})) << host.error();
+  WriteFile(host.dir() + "/state/smb/server/share/f", "x");
+  fs::create_symlink(host.dir() + "/state/smb/server/share", kubelet + "/staging");
+  Client<V1> client(Dial(host.endpoint(kV1)));
+  EXPECT_EQ(client.IsSymlink(kubelet + "/staging").first.error_code(), Code::PERMISSION_DENIED);
+}
+
 }  // namespace
 }  // namespace csi_proxy::filesystem

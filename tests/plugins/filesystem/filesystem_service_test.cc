@@ -26,7 +26,8 @@ using testing::WriteFile;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-// sandbox/kubelet and sandbox/work are the allowed roots; sandbox/kubelet-evil and sandbox/outside are not.
+// sandbox/kubelet and sandbox/work are the allowed roots; sandbox/kubelet-evil and sandbox/outside are not;
+// sandbox/smb-mounts is a link target dir.
 class FilesystemServiceTest : public ::testing::Test {
  protected:
   FilesystemServiceTest() : service_(MakePolicy()) {
@@ -39,7 +40,7 @@ class FilesystemServiceTest : public ::testing::Test {
   }
 
   common::PathPolicy MakePolicy() {
-    auto p = common::PathPolicy::Create(kubelet_, {work_});
+    auto p = common::PathPolicy::Create(kubelet_, {work_}, {smb_});
     EXPECT_TRUE(p.ok());
     return *p;
   }
@@ -56,6 +57,7 @@ class FilesystemServiceTest : public ::testing::Test {
   std::string work_ = sandbox_ / "work";
   std::string evil_ = sandbox_ / "kubelet-evil";
   std::string outside_ = sandbox_ / "outside";
+  std::string smb_ = sandbox_ / "smb-mounts";  // a link target dir, as the SMB group's mount root
   FilesystemService service_;
 };
 
@@ -373,6 +375,35 @@ TEST_F(FilesystemServiceTest, CreateSymlinkRefusesASourceThatLeadsOutsideThrough
   EXPECT_EQ(s.code(), Code::kPermissionDenied);
   EXPECT_THAT(s.message(), HasSubstr("source_path"));
   EXPECT_FALSE(Lexists(kubelet_ + "/link"));
+}
+
+// ---- link target dirs: SMB-staged paths can be examined and linked to, never changed through ----
+
+TEST_F(FilesystemServiceTest, SmbStagedPathCanBeCheckedAndPublishedButNotChangedThroughTheLink) {
+  WriteFile(smb_ + "/server/share/file.txt", "remote data");
+  const std::string staging = kubelet_ + "/plugins/smb.csi.k8s.io/staging/pv1";
+  const std::string publish = kubelet_ + "/pods/p1/volumes/kubernetes.io~csi/pv1/mount";
+  fs::create_directories(fs::path(staging).parent_path());
+  fs::create_directories(fs::path(publish).parent_path());
+  fs::create_symlink(smb_ + "/server/share", staging);  // what NewSmbGlobalMapping's local_path does
+  auto share_before = Snapshot(smb_);
+
+  EXPECT_TRUE(*service_.IsSymlink(staging));
+  ASSERT_TRUE(service_.CreateSymlink(staging, publish).ok());
+  EXPECT_TRUE(*service_.IsSymlink(publish));
+  EXPECT_TRUE(*service_.PathExists(publish + "/file.txt"));
+
+  EXPECT_EQ(service_.Mkdir(publish + "/new").code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_.RmdirContents(staging).code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_.Rmdir(publish + "/file.txt", true).code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_.CreateSymlink(kubelet_, staging + "/planted").code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_.PathExists(smb_ + "/server/share").status().code(), Code::kPermissionDenied);
+
+  ASSERT_TRUE(service_.Rmdir(publish, true).ok());
+  ASSERT_TRUE(service_.Rmdir(staging, false).ok());
+  EXPECT_FALSE(Lexists(publish));
+  EXPECT_FALSE(Lexists(staging));
+  EXPECT_EQ(Snapshot(smb_), share_before);
 }
 
 // ---- mounts below a removed directory are never entered ----

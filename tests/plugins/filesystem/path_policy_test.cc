@@ -132,5 +132,37 @@ TEST(PathPolicy, SplitAtRootKeepsDotDotForTheResolverToJudge) {
   EXPECT_FALSE(Policy().SplitAtRoot("relative/path").has_value());
 }
 
+TEST(PathPolicy, LinkTargetDirsAreNotAllowedRootsForRequests) {
+  auto p = PathPolicy::Create("/var/lib/kubelet", {}, {"/var/lib/csi-proxy/smb"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Confine("/var/lib/csi-proxy/smb/srv/share").status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(p->roots(), (std::vector<std::string>{"/var/lib/kubelet"}));
+  EXPECT_EQ(p->link_target_dirs(), (std::vector<std::string>{"/var/lib/csi-proxy/smb"}));
+  EXPECT_EQ(p->RootsForMessage(), "[/var/lib/kubelet]");
+}
+
+TEST(PathPolicy, LinkTextMayStartWithALinkTargetDirOnlyWhenAskedFor) {
+  auto p = PathPolicy::Create("/var/lib/kubelet", {}, {"/var/lib/csi-proxy/smb"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->SplitAtRoot("/var/lib/csi-proxy/smb/srv/share").has_value());
+  auto s = p->SplitAtRoot("/var/lib/csi-proxy/smb/srv/share", /*include_link_targets=*/true);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->root, "/var/lib/csi-proxy/smb");
+  EXPECT_EQ(s->rest, (std::vector<std::string>{"srv", "share"}));
+}
+
+TEST(PathPolicy, LinkTargetDirThatIsAlsoARootStaysARoot) {
+  auto p = PathPolicy::Create("/var/lib/kubelet", {}, {"/var/lib/kubelet/"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->link_target_dirs().empty());
+  EXPECT_TRUE(p->Confine("/var/lib/kubelet/x").ok());
+}
+
+TEST(PathPolicy, LinkTargetDirsFollowTheRulesOfRoots) {
+  EXPECT_EQ(PathPolicy::Create("/var/lib/kubelet", {}, {"/"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PathPolicy::Create("/var/lib/kubelet", {}, {"smb"}).status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(PathPolicy::Create("/var/lib/kubelet", {}, {"/a/../b"}).status().message(), HasSubstr("link target"));
+}
+
 }  // namespace
 }  // namespace csi_proxy::common
