@@ -124,8 +124,8 @@ std::optional<ScsiAddress> ParseScsiAddress(std::string_view text) {
     if (i < 3) text.remove_prefix(colon + 1);
   }
   if (parts[0] > UINT32_MAX || parts[1] > UINT32_MAX || parts[2] > UINT32_MAX) return std::nullopt;
-  return ScsiAddress{static_cast<uint32_t>(parts[0]), static_cast<uint32_t>(parts[1]),
-                     static_cast<uint32_t>(parts[2]), parts[3]};
+  return ScsiAddress{static_cast<uint32_t>(parts[0]), static_cast<uint32_t>(parts[1]), static_cast<uint32_t>(parts[2]),
+                     parts[3]};
 }
 
 std::string SelectPage83Identifier(std::string_view page) {
@@ -271,15 +271,14 @@ StatusOr<BlockDevice> BlockDevices::ResolveVolumeId(std::string_view volume_id) 
   if (resolved_path.rfind(dev_prefix, 0) != 0) {
     return InvalidArgument("volume id " + QuotePath(id) + " leads outside " + prefix);
   }
-  struct stat st{};
+  struct stat st {};
   if (stat(resolved, &st) != 0) return NotFound(ErrnoMessage(QuotePath(id), errno));
   if (!S_ISBLK(st.st_mode)) return InvalidArgument("volume id " + QuotePath(id) + " is not a block device");
   auto device = DeviceByDevno(st.st_rdev);
   if (!device.ok()) return device.status();
   // Prefer the kernel's own node name; keep the resolved node if that one is missing or different.
-  struct stat canonical{};
-  if (stat(device->path.c_str(), &canonical) != 0 || !S_ISBLK(canonical.st_mode) ||
-      canonical.st_rdev != st.st_rdev) {
+  struct stat canonical {};
+  if (stat(device->path.c_str(), &canonical) != 0 || !S_ISBLK(canonical.st_mode) || canonical.st_rdev != st.st_rdev) {
     device->path = resolved_path;
   }
   return device;
@@ -321,11 +320,11 @@ StatusOr<BlockDevice> BlockDevices::WaitForPartition(const BlockDevice& disk, ui
   for (;;) {
     auto parts = PartitionsOf(disk);
     if (!parts.ok()) return parts.status();
-    auto it = std::find_if(parts->begin(), parts->end(),
-                           [&](const BlockDevice& p) { return p.partition_number == number; });
+    auto it =
+        std::find_if(parts->begin(), parts->end(), [&](const BlockDevice& p) { return p.partition_number == number; });
     const auto waited = std::chrono::steady_clock::now() - start;
     if (it != parts->end()) {
-      struct stat st{};
+      struct stat st {};
       if (stat(it->path.c_str(), &st) == 0 && S_ISBLK(st.st_mode) && st.st_rdev == it->devno) return *it;
       // devtmpfs creates the node itself within moments; without it (or if it does not), create it here.
       if (!devtmpfs) devtmpfs = DevIsDevtmpfs();
@@ -400,7 +399,7 @@ std::optional<std::string> BlockDevices::DescribeUse(const BlockDevice& device,
   std::getline(swap_list, line);  // header
   while (std::getline(swap_list, line)) {
     std::string path = line.substr(0, line.find_first_of(" \t"));
-    struct stat st{};
+    struct stat st {};
     if (stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) swaps.push_back(st.st_rdev);
   }
   for (const auto& d : devices) {
@@ -421,7 +420,8 @@ bool BlockDevices::KernelPartitionsMatchTable(const BlockDevice& disk) const {
   auto kernel = PartitionsOf(disk);
   if (!entries.ok() || !kernel.ok() || entries->size() != kernel->size()) return false;
   for (const auto& e : *entries) {
-    auto k = std::find_if(kernel->begin(), kernel->end(), [&](const auto& p) { return p.partition_number == e.number; });
+    auto k =
+        std::find_if(kernel->begin(), kernel->end(), [&](const auto& p) { return p.partition_number == e.number; });
     if (k == kernel->end() || k->start_bytes != e.start_bytes || (!e.is_extended && k->size_bytes != e.size_bytes)) {
       return false;
     }
@@ -477,8 +477,7 @@ StatusOr<Signatures> ProbeSignatures(const std::string& device_path) {
   if (!pr.ok()) return pr.status();
   blkid_probe p = pr->get();
   blkid_probe_enable_superblocks(p, 1);
-  blkid_probe_set_superblocks_flags(p, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_USAGE | BLKID_SUBLKS_UUID |
-                                           BLKID_SUBLKS_LABEL);
+  blkid_probe_set_superblocks_flags(p, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_USAGE | BLKID_SUBLKS_UUID | BLKID_SUBLKS_LABEL);
   blkid_probe_enable_partitions(p, 1);
   Signatures sig;
   int rc = blkid_do_safeprobe(p);
@@ -594,11 +593,11 @@ Status RereadPartitionTable(int disk_fd) {
 
 namespace {
 Status Blkpg(int disk_fd, int op, uint32_t number, uint64_t start_bytes, uint64_t size_bytes, const char* what) {
-  struct blkpg_partition part{};
+  struct blkpg_partition part {};
   part.start = static_cast<long long>(start_bytes);
   part.length = static_cast<long long>(size_bytes);
   part.pno = static_cast<int>(number);
-  struct blkpg_ioctl_arg arg{};
+  struct blkpg_ioctl_arg arg {};
   arg.op = op;
   arg.datalen = sizeof part;
   arg.data = &part;
@@ -629,8 +628,6 @@ StatusOr<std::string> ReadAttribute(const std::string& path) {
   return value;
 }
 
-std::string ErrnoMessage(std::string_view what, int err) {
-  return std::string(what) + ": " + std::strerror(err);
-}
+std::string ErrnoMessage(std::string_view what, int err) { return std::string(what) + ": " + std::strerror(err); }
 
 }  // namespace csi_proxy::common

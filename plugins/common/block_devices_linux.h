@@ -19,7 +19,7 @@
 
 #include "confined_open_linux.h"  // UniqueFd
 #include "csi_proxy/status.hpp"
-#include "path_policy.h"        // QuotePath
+#include "path_policy.h"  // QuotePath
 
 namespace csi_proxy::common {
 
@@ -32,14 +32,14 @@ struct BlockDeviceRoots {
 
 // A whole disk or a partition.
 struct BlockDevice {
-  std::string name;           // kernel name: "loop3", "loop3p1", "sda", "nvme0n1p2"
-  std::string path;           // device node: "/dev/loop3p1"
-  dev_t devno = 0;            // major:minor
+  std::string name;  // kernel name: "loop3", "loop3p1", "sda", "nvme0n1p2"
+  std::string path;  // device node: "/dev/loop3p1"
+  dev_t devno = 0;   // major:minor
   bool is_partition = false;
   uint32_t partition_number = 0;  // 1-based; 0 for a whole disk
-  std::string disk_name;      // the whole disk: "loop3" (equals `name` for a disk)
-  uint64_t diskseq = 0;       // the whole disk's diskseq (its disk number)
-  uint64_t start_bytes = 0;   // offset of a partition on its disk; 0 for a disk
+  std::string disk_name;          // the whole disk: "loop3" (equals `name` for a disk)
+  uint64_t diskseq = 0;           // the whole disk's diskseq (its disk number)
+  uint64_t start_bytes = 0;       // offset of a partition on its disk; 0 for a disk
   uint64_t size_bytes = 0;
 };
 
@@ -58,11 +58,11 @@ struct DiskIdentifiers {
 
 // What libblkid recognises on a device.
 struct Signatures {
-  std::string fs_type;   // TYPE: "ext4", "xfs", "LVM2_member", "swap", ...; "" when there is none
-  std::string usage;     // USAGE: "filesystem", "raid", "crypto", "other"
+  std::string fs_type;  // TYPE: "ext4", "xfs", "LVM2_member", "swap", ...; "" when there is none
+  std::string usage;    // USAGE: "filesystem", "raid", "crypto", "other"
   std::string uuid;
   std::string label;
-  std::string pt_type;   // PTTYPE: "gpt", "dos"; "" without a partition table
+  std::string pt_type;      // PTTYPE: "gpt", "dos"; "" without a partition table
   bool ambivalent = false;  // several conflicting signatures: treat the device as holding data
   bool Empty() const { return fs_type.empty() && pt_type.empty() && !ambivalent; }
 };
@@ -70,7 +70,7 @@ struct Signatures {
 // One entry of a disk's partition table as libblkid reads it.
 struct PartitionEntry {
   uint32_t number = 0;
-  std::string type;      // GPT type GUID (lowercase) or a dos type as "0x83"
+  std::string type;  // GPT type GUID (lowercase) or a dos type as "0x83"
   bool is_extended = false;
   uint64_t start_bytes = 0;
   uint64_t size_bytes = 0;
@@ -81,8 +81,8 @@ struct MountEntry {
   int id = 0;
   int parent_id = 0;
   dev_t devno = 0;
-  std::string root;      // the path inside the filesystem that is mounted
-  std::string target;    // the mount point, unescaped
+  std::string root;    // the path inside the filesystem that is mounted
+  std::string target;  // the mount point, unescaped
   std::string source;
   std::string fs_type;
 };

@@ -66,8 +66,7 @@ struct FdiskTypeDeleter {
 
 }  // namespace
 
-LinuxDiskBackend::LinuxDiskBackend(LinuxDiskOptions options)
-    : options_(std::move(options)), devices_(options_.roots) {}
+LinuxDiskBackend::LinuxDiskBackend(LinuxDiskOptions options) : options_(std::move(options)), devices_(options_.roots) {}
 
 StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations() {
   auto disks = devices_.ListDisks();
@@ -78,8 +77,8 @@ StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations()
     auto address = devices_.ScsiAddressOf(disk);
     if (!address) continue;
     locations[static_cast<uint32_t>(disk.diskseq)] =
-        DiskLocation{std::to_string(address->host), std::to_string(address->channel),
-                     std::to_string(address->target), std::to_string(address->lun)};
+        DiskLocation{std::to_string(address->host), std::to_string(address->channel), std::to_string(address->target),
+                     std::to_string(address->lun)};
   }
   return locations;
 }
@@ -125,7 +124,8 @@ Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
 
   if (auto partscan = common::ReadAttribute(devices_.SysfsDir(disk->name) + "/partscan");
       partscan.ok() && *partscan == "0") {
-    return FailedPrecondition(what + ": the kernel does not scan partitions on this device (for a loop device: "
+    return FailedPrecondition(what +
+                              ": the kernel does not scan partitions on this device (for a loop device: "
                               "attach it with partition scanning)");
   }
   auto mounts = common::ReadMountTable();
@@ -154,15 +154,16 @@ Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
 
   uint32_t number = 0;
   uint64_t start = 0, size = 0;
-  CSI_PROXY_RETURN_IF_ERROR(WritePartitionTable(*disk, fd->get(), number, start, size).WithContext(
-      "partitioning " + what));
+  CSI_PROXY_RETURN_IF_ERROR(
+      WritePartitionTable(*disk, fd->get(), number, start, size).WithContext("partitioning " + what));
   if (fsync(fd->get()) != 0) return Internal(common::ErrnoMessage("fsync " + disk->path, errno));
 
   // Tell the kernel. The disk had no partitions in use, so a full re-read disturbs nothing; BLKPG then adds
   // whatever the kernel's own parsers did not find (some kernels are built without any).
   (void)common::RereadPartitionTable(fd->get());
   if (!devices_.KernelPartitionsMatchTable(*disk)) {
-    CSI_PROXY_RETURN_IF_ERROR(devices_.SyncKernelPartitions(*disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
+    CSI_PROXY_RETURN_IF_ERROR(
+        devices_.SyncKernelPartitions(*disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
   }
   auto part = devices_.WaitForPartition(*disk, number, kPartitionAppearTimeout);
   return part.ok() ? Status::Ok() : part.status().WithContext(what);
@@ -242,8 +243,8 @@ Status LinuxDiskBackend::Rescan() {
     // partitions, also on a busy disk. Partitions only the kernel knows are left alone: someone may have added
     // them on purpose.
     if (devices_.KernelPartitionsMatchTable(disk)) continue;
-    auto fd = common::OpenAndLockDisk(disk.path, O_RDONLY | O_NONBLOCK, /*exclusive=*/true,
-                                      std::chrono::milliseconds(0));
+    auto fd =
+        common::OpenAndLockDisk(disk.path, O_RDONLY | O_NONBLOCK, /*exclusive=*/true, std::chrono::milliseconds(0));
     if (!fd.ok()) continue;
     auto kernel = devices_.PartitionsOf(disk);
     if (kernel.ok() && kernel->empty() && !devices_.DescribeUse(disk, *mounts)) {

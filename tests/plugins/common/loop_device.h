@@ -83,10 +83,9 @@ inline std::string LoopDevicesUnavailableReason() {
 }
 
 // Skips the current test when loop devices are unavailable, naming what is missing.
-#define CSI_PROXY_SKIP_WITHOUT_LOOP_DEVICES()                                         \
-  do {                                                                                \
-    if (auto why = ::csi_proxy::testing::LoopDevicesUnavailableReason(); !why.empty()) \
-      GTEST_SKIP() << why;                                                            \
+#define CSI_PROXY_SKIP_WITHOUT_LOOP_DEVICES()                                                               \
+  do {                                                                                                      \
+    if (auto why = ::csi_proxy::testing::LoopDevicesUnavailableReason(); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
 
 class LoopDevice {
@@ -117,7 +116,7 @@ class LoopDevice {
         if (fd < 0) usleep(10000);
       }
       if (fd < 0) continue;
-      struct loop_config config{};
+      struct loop_config config {};
       config.fd = static_cast<uint32_t>(file);
       config.info.lo_flags = LO_FLAGS_AUTOCLEAR;  // autoclear: even a crashed test frees the device
       if (partscan) config.info.lo_flags |= LO_FLAGS_PARTSCAN;
@@ -143,8 +142,8 @@ class LoopDevice {
   LoopDevice(const LoopDevice&) = delete;
   LoopDevice& operator=(const LoopDevice&) = delete;
 
-  const std::string& path() const { return path_; }    // /dev/loopN
-  const std::string& name() const { return name_; }    // loopN
+  const std::string& path() const { return path_; }  // /dev/loopN
+  const std::string& name() const { return name_; }  // loopN
   std::string PartitionPath(int n) const { return path_ + "p" + std::to_string(n); }
   uint32_t DiskNumber() const {
     std::ifstream in("/sys/block/" + name_ + "/diskseq");

@@ -89,9 +89,9 @@ TEST_F(DiskServiceTest, PartitionRawDiskCreatesOneGptPartitionOverTheDisk) {
   auto parts = KernelPartitions(loop);
   ASSERT_EQ(parts.size(), 1u);
   EXPECT_EQ(parts[0].path, loop.PartitionPath(1));
-  EXPECT_EQ(parts[0].start_bytes, 1 * kMiB);  // 1 MiB aligned
+  EXPECT_EQ(parts[0].start_bytes, 1 * kMiB);   // 1 MiB aligned
   EXPECT_GE(parts[0].size_bytes, 126 * kMiB);  // all but the GPT areas
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(loop.PartitionPath(1).c_str(), &st), 0) << "device node of the new partition";
   EXPECT_TRUE(S_ISBLK(st.st_mode));
 }
@@ -190,9 +190,11 @@ TEST_F(DiskServiceTest, RescanRestoresPartitionsTheKernelForgot) {
   LoopDevice loop(64 * kMiB);
   ASSERT_TRUE(service_.PartitionDisk(loop.DiskNumber()).ok());
   {
-    struct blkpg_partition part{};
+    struct blkpg_partition part {};
     part.pno = 1;
-    struct blkpg_ioctl_arg arg{BLKPG_DEL_PARTITION, 0, sizeof part, &part};
+    struct blkpg_ioctl_arg arg {
+      BLKPG_DEL_PARTITION, 0, sizeof part, &part
+    };
     common::UniqueFd fd(open(loop.path().c_str(), O_RDONLY | O_CLOEXEC));
     ASSERT_EQ(ioctl(fd.get(), BLKPG, &arg), 0) << strerror(errno);
   }
@@ -232,8 +234,7 @@ TEST_F(DiskServiceTest, ListDiskIdsListsLoopDisksWithoutIdentifiersAndLocationsL
 class FakeScsiDiskTest : public ::testing::Test {
  protected:
   FakeScsiDiskTest()
-      : fake_("sdz", "7:0:3:12", 4242,
-              testing::VpdPage(0x83, testing::Designator(2, 0, 1, "LIO-ORG disk42  ")),
+      : fake_("sdz", "7:0:3:12", 4242, testing::VpdPage(0x83, testing::Designator(2, 0, 1, "LIO-ORG disk42  ")),
               testing::VpdPage(0x80, "abc-123")),
         backend_(LinuxDiskOptions{.roots = fake_.roots()}) {}
 

@@ -1,0 +1,46 @@
+// The volume group's OS interface, in version-neutral types. Volume IDs reaching the backend are canonical
+// (CanonicalVolumeId); target paths have passed the path policy's lexical check. The Linux implementation is
+// volume_backend_linux.*.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "csi_proxy/status.hpp"
+#include "path_policy.h"
+
+namespace csi_proxy::volume {
+
+struct VolumeStats {
+  int64_t total_bytes = 0;
+  int64_t used_bytes = 0;
+};
+
+class VolumeBackend {
+ public:
+  virtual ~VolumeBackend() = default;
+
+  // The canonical form of a volume ID (the device node the kernel names it by). INVALID_ARGUMENT for IDs that
+  // cannot name a volume, NOT_FOUND for IDs that name nothing.
+  virtual StatusOr<std::string> CanonicalVolumeId(const std::string& volume_id) = 0;
+
+  // Volumes on a disk: its partitions (all, or only `partition_number` when it is not 0), or the whole disk when
+  // it holds a filesystem without a partition table. NOT_FOUND for an unknown disk.
+  virtual StatusOr<std::vector<std::string>> ListVolumesOnDisk(uint32_t disk_number, uint32_t partition_number) = 0;
+  virtual Status MountVolume(const std::string& volume_id, const common::ConfinedPath& target) = 0;
+  virtual Status UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) = 0;
+  virtual StatusOr<bool> IsVolumeFormatted(const std::string& volume_id) = 0;
+  virtual Status FormatVolume(const std::string& volume_id) = 0;
+  // Grows the partition to `size_bytes` (0: as far as the disk allows) and the filesystem to the partition.
+  virtual Status ResizeVolume(const std::string& volume_id, int64_t size_bytes) = 0;
+  virtual StatusOr<VolumeStats> GetVolumeStats(const std::string& volume_id) = 0;
+  virtual StatusOr<uint32_t> GetDiskNumber(const std::string& volume_id) = 0;
+  // The volume mounted exactly at `target` (after following symlinks).
+  virtual StatusOr<std::string> GetVolumeIdFromTargetPath(const common::ConfinedPath& target) = 0;
+  // The volume holding `target`: its own mount if it is a block volume, else the nearest enclosing one.
+  virtual StatusOr<std::string> GetClosestVolumeIdFromTargetPath(const common::ConfinedPath& target) = 0;
+  virtual Status WriteVolumeCache(const std::string& volume_id) = 0;
+};
+
+}  // namespace csi_proxy::volume

@@ -1,0 +1,499 @@
+// The volume group on Linux; see volume_backend_linux.h.
+#include "volume_backend_linux.h"
+
+#include <fcntl.h>
+#include <libfdisk/libfdisk.h>
+#include <linux/capability.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+
+#include "confined_open_linux.h"
+#include "mount_linux.h"
+#include "run_program.h"
+
+namespace csi_proxy::volume {
+
+using common::BlockDevice;
+using common::ErrnoMessage;
+using common::QuotePath;
+using common::UniqueFd;
+
+namespace {
+
+// Growth below one alignment unit is not worth rewriting the partition table for: a retried "grow to the
+// maximum" then changes nothing. (Upstream skips growth below 100 MiB, a quirk of Windows' partition resizing.)
+constexpr uint64_t kMinPartitionGrowth = 1 << 20;
+constexpr auto kMkfsTimeout = std::chrono::minutes(30);
+constexpr auto kGrowTimeout = std::chrono::minutes(30);
+
+bool IsExt(const std::string& fs_type) { return fs_type == "ext2" || fs_type == "ext3" || fs_type == "ext4"; }
+
+bool IsFilesystem(const common::Signatures& sig) {
+  return !sig.ambivalent && !sig.fs_type.empty() && sig.usage == "filesystem";
+}
+
+std::string DescribeSignature(const common::Signatures& sig) {
+  if (sig.ambivalent) return "several conflicting signatures";
+  if (!sig.fs_type.empty()) {
+    std::string text =
+        sig.usage == "filesystem" ? "a " + sig.fs_type + " filesystem" : "a " + sig.fs_type + " signature";
+    if (!sig.uuid.empty()) text += " (UUID " + sig.uuid + ")";
+    return text;
+  }
+  if (!sig.pt_type.empty()) return "a " + sig.pt_type + " partition table";
+  return "nothing";
+}
+
+// Mounts of a device, whole-filesystem mounts (root "/") first.
+std::vector<common::MountEntry> MountsOf(const std::vector<common::MountEntry>& mounts, dev_t devno) {
+  auto found = common::MountsOfDevice(mounts, devno);
+  std::stable_partition(found.begin(), found.end(), [](const auto& m) { return m.root == "/"; });
+  return found;
+}
+
+VolumeStats FromStatvfs(const struct statvfs& st) {
+  VolumeStats stats;
+  stats.total_bytes = static_cast<int64_t>(st.f_blocks * st.f_frsize);
+  stats.used_bytes = static_cast<int64_t>((st.f_blocks - st.f_bfree) * st.f_frsize);
+  return stats;
+}
+
+struct FdiskContextDeleter {
+  void operator()(fdisk_context* cxt) const { fdisk_unref_context(cxt); }
+};
+struct FdiskPartitionDeleter {
+  void operator()(fdisk_partition* pa) const { fdisk_unref_partition(pa); }
+};
+struct FdiskTableDeleter {
+  void operator()(fdisk_table* tb) const { fdisk_unref_table(tb); }
+};
+struct FdiskIterDeleter {
+  void operator()(fdisk_iter* it) const { fdisk_free_iter(it); }
+};
+
+bool HasCapSysResource() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_SYS_RESOURCE / 32].effective & (1u << (CAP_SYS_RESOURCE % 32))) != 0;
+}
+
+}  // namespace
+
+bool IsSupportedFilesystem(const std::string& fs_type) { return IsExt(fs_type) || fs_type == "xfs"; }
+
+LinuxVolumeBackend::LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOptions options)
+    : policy_(std::move(policy)), options_(std::move(options)), devices_(options_.roots) {}
+
+StatusOr<BlockDevice> LinuxVolumeBackend::Volume(const std::string& volume_id) const {
+  return devices_.ResolveVolumeId(volume_id);
+}
+
+StatusOr<UniqueFd> LinuxVolumeBackend::OpenTarget(const common::ConfinedPath& target) const {
+  return common::OpenFollowing(policy_, target, "target_path");
+}
+
+StatusOr<std::string> LinuxVolumeBackend::CanonicalVolumeId(const std::string& volume_id) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  return volume->path;
+}
+
+StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_t disk_number,
+                                                                         uint32_t partition_number) {
+  auto disk = devices_.DiskByNumber(disk_number);
+  if (!disk.ok()) return disk.status();
+  auto parts = devices_.PartitionsOf(*disk);
+  if (!parts.ok()) return parts.status();
+  std::vector<std::string> volumes;
+  if (parts->empty()) {
+    // No partitions: the whole disk is a volume if it holds a filesystem.
+    auto sig = common::ProbeSignatures(disk->path);
+    if (sig.ok() && IsFilesystem(*sig) && partition_number == 0) volumes.push_back(disk->path);
+    return volumes;
+  }
+  // Partitions that cannot hold a volume (Microsoft Reserved, extended containers) are not listed.
+  auto entries = common::ReadPartitionEntries(disk->path);
+  for (const auto& part : *parts) {
+    if (partition_number != 0 && part.partition_number != partition_number) continue;
+    bool skip = false;
+    if (entries.ok()) {
+      for (const auto& e : *entries) {
+        if (e.number == part.partition_number && (e.is_extended || e.type == common::kMicrosoftReservedGuid)) {
+          skip = true;
+        }
+      }
+    }
+    if (!skip) volumes.push_back(part.path);
+  }
+  return volumes;
+}
+
+StatusOr<bool> LinuxVolumeBackend::IsVolumeFormatted(const std::string& volume_id) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  auto sig = common::ProbeSignatures(volume->path);
+  if (!sig.ok()) return sig.status();
+  return IsFilesystem(*sig);
+}
+
+Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  const std::string& fs_type = options_.default_fs_type;
+  const std::string what = "volume " + volume->path;
+  if (!volume->is_partition) {
+    auto parts = devices_.PartitionsOf(*volume);
+    if (parts.ok() && !parts->empty()) {
+      return FailedPrecondition(what + " is a disk with partitions; format one of its partitions instead");
+    }
+  }
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  if (auto use = devices_.DescribeUse(*volume, *mounts)) {
+    return FailedPrecondition(what + " is in use: " + *use + "; refusing to format it");
+  }
+  auto mkfs = common::FindSystemProgram("mkfs." + fs_type);
+  if (!mkfs.ok()) return mkfs.status();
+
+  // The udev-convention lock on the whole disk while the filesystem is written; look again under it.
+  auto disk = devices_.DiskOf(*volume);
+  if (!disk.ok()) return disk.status();
+  auto lock = common::OpenAndLockDisk(disk->path, O_RDONLY, /*exclusive=*/true);
+  if (!lock.ok()) return lock.status().WithContext("formatting " + what);
+  auto sig = common::ProbeSignatures(volume->path);
+  if (!sig.ok()) return sig.status();
+  if (IsFilesystem(*sig) && sig->fs_type == fs_type) return Status::Ok();  // a retry after success
+  if (!sig->Empty()) {
+    return FailedPrecondition(what + " already holds " + DescribeSignature(*sig) + "; refusing to overwrite it");
+  }
+  std::vector<std::string> argv;
+  if (IsExt(fs_type)) {
+    // -F: a whole-disk volume would otherwise make mke2fs ask for confirmation; nodiscard: quick, like
+    // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively.
+    argv = {*mkfs, "-F", "-q", "-E", "nodiscard", volume->path};
+  } else if (fs_type == "xfs") {
+    argv = {*mkfs, "-q", "-K", volume->path};  // no -f: mkfs.xfs refuses to overwrite anything it recognises
+  } else {
+    return FailedPrecondition("formatting as " + fs_type + " is not supported");
+  }
+  common::ProgramOptions run;
+  run.timeout = kMkfsTimeout;
+  return common::RunProgramChecked(argv, run).WithContext("formatting " + what + " as " + fs_type);
+}
+
+Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {
+  if (size_bytes < 0) return InvalidArgument("invalid negative size " + std::to_string(size_bytes));
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  const std::string what = "volume " + volume->path;
+  auto sig = common::ProbeSignatures(volume->path);
+  if (!sig.ok()) return sig.status();
+  if (sig->ambivalent || (!sig->fs_type.empty() && !IsFilesystem(*sig))) {
+    return FailedPrecondition(what + " holds " + DescribeSignature(*sig) + "; refusing to resize it");
+  }
+  const std::string fs_type = sig->fs_type;
+  // Everything that could refuse is checked before the partition changes.
+  if (!fs_type.empty()) {
+    if (!IsSupportedFilesystem(fs_type)) {
+      return FailedPrecondition("growing a " + fs_type + " filesystem is not supported (ext2/3/4 and xfs are)");
+    }
+    auto grower = common::FindSystemProgram(IsExt(fs_type) ? "resize2fs" : "xfs_growfs");
+    if (!grower.ok()) return grower.status();
+    auto mounts = common::ReadMountTable();
+    if (!mounts.ok()) return mounts.status();
+    if (IsExt(fs_type) && !common::MountsOfDevice(*mounts, volume->devno).empty() && !HasCapSysResource()) {
+      // The kernel's online ext4 resize demands CAP_SYS_RESOURCE (xfs growth needs only CAP_SYS_ADMIN).
+      return FailedPrecondition(what +
+                                " is mounted and growing ext4 online needs CAP_SYS_RESOURCE, which this "
+                                "process lacks; grant it to the service or unmount the volume first");
+    }
+  }
+  if (volume->is_partition) {
+    CSI_PROXY_RETURN_IF_ERROR(GrowPartition(*volume, size_bytes).WithContext("growing the partition of " + what));
+  } else if (static_cast<uint64_t>(size_bytes) > volume->size_bytes) {
+    return Status(Code::kOutOfRange, what + " is a whole disk of " + std::to_string(volume->size_bytes) +
+                                         " bytes; it cannot grow to " + std::to_string(size_bytes) + " bytes");
+  }
+  if (fs_type.empty()) return Status::Ok();
+  auto grown = Volume(volume->path);  // the new size
+  if (!grown.ok()) return grown.status();
+  return GrowFilesystem(*grown, fs_type).WithContext("growing the " + fs_type + " filesystem of " + what);
+}
+
+Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size_bytes) {
+  auto disk = devices_.DiskOf(volume);
+  if (!disk.ok()) return disk.status();
+  // Not O_EXCL: the volume may be mounted (online growth). The disk lock keeps partitioners out.
+  auto fd = common::OpenAndLockDisk(disk->path, O_RDWR, /*exclusive=*/true);
+  if (!fd.ok()) return fd.status();
+
+  std::unique_ptr<fdisk_context, FdiskContextDeleter> cxt(fdisk_new_context());
+  if (!cxt) return Internal("libfdisk: out of memory");
+  fdisk_disable_dialogs(cxt.get(), 1);
+  if (int rc = fdisk_assign_device_by_fd(cxt.get(), fd->get(), disk->path.c_str(), 0); rc < 0) {
+    return Internal(ErrnoMessage("libfdisk cannot read " + disk->path, -rc));
+  }
+  if (!fdisk_has_label(cxt.get())) return FailedPrecondition(disk->path + " has no partition table");
+  const bool gpt = fdisk_is_label(cxt.get(), GPT);
+  if (!gpt && !(fdisk_is_label(cxt.get(), DOS) && volume.partition_number <= 4)) {
+    return FailedPrecondition("only GPT partitions and dos primary partitions can be grown");
+  }
+  const size_t partno = volume.partition_number - 1;
+  fdisk_partition* current_raw = nullptr;
+  if (fdisk_get_partition(cxt.get(), partno, &current_raw) < 0 || current_raw == nullptr) {
+    return FailedPrecondition("the partition table of " + disk->path + " has no partition " +
+                              std::to_string(volume.partition_number) + "; call Rescan");
+  }
+  std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> current(current_raw);
+  const uint64_t sector = fdisk_get_sector_size(cxt.get());
+  const uint64_t start = fdisk_partition_get_start(current.get());
+  const uint64_t size = fdisk_partition_get_size(current.get());
+  if (start * sector != volume.start_bytes) {
+    return FailedPrecondition("the kernel's view of " + volume.path + " differs from the partition table; call Rescan");
+  }
+
+  // The partition may grow up to the next partition or the last usable sector (libfdisk moved GPT's backup
+  // header to the end of a grown disk when it read the table).
+  uint64_t limit = fdisk_get_last_lba(cxt.get());
+  fdisk_table* table_raw = nullptr;
+  if (fdisk_get_partitions(cxt.get(), &table_raw) == 0 && table_raw != nullptr) {
+    std::unique_ptr<fdisk_table, FdiskTableDeleter> table(table_raw);
+    std::unique_ptr<fdisk_iter, FdiskIterDeleter> iter(fdisk_new_iter(FDISK_ITER_FORWARD));
+    fdisk_partition* other = nullptr;
+    while (fdisk_table_next_partition(table.get(), iter.get(), &other) == 0) {
+      if (!fdisk_partition_has_start(other)) continue;
+      uint64_t other_start = fdisk_partition_get_start(other);
+      if (other_start > start) limit = std::min(limit, other_start - 1);
+    }
+  }
+  const uint64_t max_sectors = limit >= start ? limit - start + 1 : 0;
+  const uint64_t wanted = size_bytes == 0 ? max_sectors : static_cast<uint64_t>(size_bytes) / sector;
+  if (wanted > max_sectors) {
+    return Status(Code::kOutOfRange, "the partition can grow to at most " + std::to_string(max_sectors * sector) +
+                                         " bytes, not " + std::to_string(size_bytes) + " (grow the disk first)");
+  }
+  if (wanted <= size || (wanted - size) * sector < kMinPartitionGrowth) return Status::Ok();  // never shrink
+
+  std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> change(fdisk_new_partition());
+  if (!change) return Internal("libfdisk: out of memory");
+  fdisk_partition_set_size(change.get(), wanted);  // start, type and GUID stay as they are
+  fdisk_partition_size_explicit(change.get(), 1);
+  if (int rc = fdisk_set_partition(cxt.get(), partno, change.get()); rc < 0) {
+    return Internal(ErrnoMessage("libfdisk cannot resize partition " + std::to_string(volume.partition_number), -rc));
+  }
+  if (int rc = fdisk_write_disklabel(cxt.get()); rc < 0) {
+    return Internal(ErrnoMessage("libfdisk cannot write the partition table", -rc));
+  }
+  fdisk_deassign_device(cxt.get(), /*nosync=*/1);
+  if (fsync(fd->get()) != 0) return Internal(ErrnoMessage("fsync " + disk->path, errno));
+  return common::KernelResizePartition(fd->get(), volume.partition_number, start * sector, wanted * sector);
+}
+
+Status LinuxVolumeBackend::GrowFilesystem(const BlockDevice& volume, const std::string& fs_type) {
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  auto mounted = MountsOf(*mounts, volume.devno);
+  common::ProgramOptions run;
+  run.timeout = kGrowTimeout;
+  if (IsExt(fs_type)) {
+    auto resize2fs = common::FindSystemProgram("resize2fs");
+    if (!resize2fs.ok()) return resize2fs.status();
+    if (mounted.empty()) {
+      // Offline growth: resize2fs insists on a freshly checked filesystem, and growing one with errors would
+      // spread them. e2fsck -p repairs only what is safe without a human; 0 and 1 mean clean (or made clean).
+      auto e2fsck = common::FindSystemProgram("e2fsck");
+      if (!e2fsck.ok()) return e2fsck.status();
+      auto check = common::RunProgram({*e2fsck, "-f", "-p", volume.path}, run);
+      if (!check.ok()) return check.status();
+      if (check->exit_code != 0 && check->exit_code != 1) {
+        return FailedPrecondition("e2fsck -f -p found errors it could not fix (exit status " +
+                                  std::to_string(check->exit_code) +
+                                  "); the filesystem was not grown: " + check->output.substr(0, 500));
+      }
+    }
+    return common::RunProgramChecked({*resize2fs, volume.path}, run);
+  }
+  // xfs grows only while mounted: an unmounted one is mounted privately for the duration.
+  auto xfs_growfs = common::FindSystemProgram("xfs_growfs");
+  if (!xfs_growfs.ok()) return xfs_growfs.status();
+  std::unique_ptr<TemporaryMount> temporary;
+  std::string mount_point;
+  if (!mounted.empty()) {
+    mount_point = mounted.front().target;
+  } else {
+    auto tmp = TemporaryMount::Create(options_.scratch_dir, MountRequest{volume.path, fs_type, false});
+    if (!tmp.ok()) return tmp.status();
+    temporary = std::move(tmp).value();
+    mount_point = temporary->path();
+  }
+  return common::RunProgramChecked({*xfs_growfs, "-d", mount_point}, run);
+}
+
+StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volume_id) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  auto sig = common::ProbeSignatures(volume->path);
+  if (!sig.ok()) return sig.status();
+  if (!IsFilesystem(*sig)) {
+    return FailedPrecondition("volume " + volume->path + " holds no filesystem (" + DescribeSignature(*sig) + ")");
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto mounts = common::ReadMountTable();
+    if (!mounts.ok()) return mounts.status();
+    for (const auto& m : MountsOf(*mounts, volume->devno)) {
+      struct stat st {};
+      struct statvfs vfs {};
+      // The mount point may be covered by another mount; only a path that still shows this device counts.
+      if (stat(m.target.c_str(), &st) == 0 && st.st_dev == volume->devno && statvfs(m.target.c_str(), &vfs) == 0) {
+        return FromStatvfs(vfs);
+      }
+    }
+    // Not mounted (or hidden): a read-only instance attached nowhere; it vanishes when closed.
+    auto detached = DetachedMount::Create(MountRequest{volume->path, sig->fs_type, true});
+    if (!detached.ok() && detached.status().code() == Code::kFailedPrecondition) {
+      // Mounted read-write meanwhile (or elsewhere, hidden): share that instance without changing it.
+      detached = DetachedMount::Create(MountRequest{volume->path, sig->fs_type, false});
+    }
+    if (detached.ok()) {
+      struct statvfs vfs {};
+      if (fstatvfs(detached->fd(), &vfs) != 0) return Internal(ErrnoMessage("fstatvfs " + volume->path, errno));
+      return FromStatvfs(vfs);
+    }
+    if (attempt == 1) return detached.status().WithContext("reading the filesystem size of " + volume->path);
+  }
+  return Internal("unreachable");
+}
+
+StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const std::string& volume_id) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  if (volume->diskseq == 0 || volume->diskseq > UINT32_MAX) {
+    return FailedPrecondition("the disk of " + volume->path + " has no disk number (diskseq " +
+                              std::to_string(volume->diskseq) + ")");
+  }
+  return static_cast<uint32_t>(volume->diskseq);
+}
+
+Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  auto sig = common::ProbeSignatures(volume->path);
+  if (!sig.ok()) return sig.status();
+  if (!IsFilesystem(*sig)) {
+    return FailedPrecondition("volume " + volume->path + " is not formatted (it holds " + DescribeSignature(*sig) +
+                              ")");
+  }
+  auto dir = OpenTarget(target);
+  if (!dir.ok()) return dir.status();
+  struct stat st {};
+  if (fstat(dir->get(), &st) != 0) return Internal(ErrnoMessage("fstat " + QuotePath(target.path), errno));
+  if (!S_ISDIR(st.st_mode)) return FailedPrecondition("target_path " + QuotePath(target.path) + " is not a directory");
+  auto where = FindMountOf(dir->get());
+  if (!where.ok()) return where.status();
+  if (where->is_mount_root) {
+    if (where->entry.devno == volume->devno && where->entry.root == "/") return Status::Ok();  // already there
+    return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where->entry.source + " (" +
+                              where->entry.fs_type + ") mounted on it");
+  }
+  auto mount = DetachedMount::Create(MountRequest{volume->path, sig->fs_type, false});
+  if (!mount.ok()) return mount.status();
+  return mount->AttachAt(dir->get(), QuotePath(target.path));
+}
+
+Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok() && volume.status().code() != Code::kNotFound) return volume.status();
+  auto dir = OpenTarget(target);
+  if (!dir.ok()) return dir.status().code() == Code::kNotFound ? Status::Ok() : dir.status();
+  auto where = FindMountOf(dir->get());
+  if (!where.ok()) return where.status();
+  if (!where->is_mount_root) return Status::Ok();  // nothing mounted there: done already
+  // A volume whose device has gone (a detached disk) is still unmounted by the name it was mounted with.
+  const bool same = volume.ok() ? where->entry.devno == volume->devno : where->entry.source == volume_id;
+  if (!same) {
+    return FailedPrecondition("target_path " + QuotePath(target.path) + " has " + where->entry.source + " (" +
+                              where->entry.fs_type + ") mounted on it, not " + volume_id);
+  }
+  {
+    UniqueFd contents(openat(dir->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (contents.valid()) syncfs(contents.get());  // flush before it goes, like upstream's Write-VolumeCache
+  }
+  dir->Reset();  // a descriptor inside the mount would keep it busy
+
+  // Unmount by the mount point's real location (a symlinked target_path resolves elsewhere within the roots),
+  // looked up from a descriptor of its parent and refusing a symlink in the last step.
+  auto real = policy_.Confine(where->entry.target, "target_path");
+  if (!real.ok()) return real.status();
+  auto parent = common::OpenParent(policy_, *real, "target_path");
+  if (!parent.ok()) return parent.status();
+  struct statx stx {};
+  if (parent->name.empty() ||
+      statx(parent->dir.get(), parent->name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) != 0 ||
+      stx.stx_mnt_id != static_cast<uint64_t>(where->entry.id)) {
+    return Status(Code::kAborted, "the mount at " + QuotePath(target.path) + " changed while being unmounted");
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(parent->dir.get()) + "/" + parent->name;
+  if (umount2(path.c_str(), UMOUNT_NOFOLLOW) != 0) {
+    int err = errno;
+    if (err == EBUSY) return FailedPrecondition("target_path " + QuotePath(target.path) + " is busy (files open?)");
+    return Internal(ErrnoMessage("unmounting " + QuotePath(target.path), err));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> LinuxVolumeBackend::GetVolumeIdFromTargetPath(const common::ConfinedPath& target) {
+  auto dir = OpenTarget(target);
+  if (!dir.ok()) return dir.status();
+  auto where = FindMountOf(dir->get());
+  if (!where.ok()) return where.status();
+  if (!where->is_mount_root) return NotFound("no volume is mounted at " + QuotePath(target.path));
+  auto device = devices_.DeviceByDevno(where->entry.devno);
+  if (!device.ok()) {
+    return NotFound(QuotePath(target.path) + " is a mount of " + where->entry.source + " (" + where->entry.fs_type +
+                    "), not of a block volume");
+  }
+  return device->path;
+}
+
+StatusOr<std::string> LinuxVolumeBackend::GetClosestVolumeIdFromTargetPath(const common::ConfinedPath& target) {
+  auto dir = OpenTarget(target);
+  if (!dir.ok()) return dir.status();
+  auto where = FindMountOf(dir->get());
+  if (!where.ok()) return where.status();
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  // From the mount holding the path outwards, the first one whose source is a block device.
+  common::MountEntry entry = where->entry;
+  for (int depth = 0; depth < 256; ++depth) {
+    if (auto device = devices_.DeviceByDevno(entry.devno); device.ok()) return device->path;
+    auto parent = std::find_if(mounts->begin(), mounts->end(), [&](const auto& m) { return m.id == entry.parent_id; });
+    if (parent == mounts->end() || parent->id == entry.id) break;
+    entry = *parent;
+  }
+  return NotFound("no block volume holds " + QuotePath(target.path));
+}
+
+Status LinuxVolumeBackend::WriteVolumeCache(const std::string& volume_id) {
+  auto volume = Volume(volume_id);
+  if (!volume.ok()) return volume.status();
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  for (const auto& m : MountsOf(*mounts, volume->devno)) {
+    UniqueFd fs(open(m.target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fs.valid() && syncfs(fs.get()) != 0) return Internal(ErrnoMessage("syncfs " + m.target, errno));
+  }
+  UniqueFd device(open(volume->path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!device.valid()) return Internal(ErrnoMessage("open " + volume->path, errno));
+  if (fsync(device.get()) != 0) return Internal(ErrnoMessage("fsync " + volume->path, errno));
+  return Status::Ok();
+}
+
+}  // namespace csi_proxy::volume

@@ -1,0 +1,50 @@
+// The volume group on Linux: libblkid to see filesystems; mkfs, e2fsck, resize2fs and xfs_growfs run with an argv;
+// libfdisk and BLKPG to grow partitions; the kernel's mount API on directories opened under the path policy.
+#pragma once
+
+#include <string>
+
+#include "block_devices_linux.h"
+#include "path_policy.h"
+#include "volume_backend.h"
+
+namespace csi_proxy::volume {
+
+// Filesystems FormatVolume can create and ResizeVolume can grow.
+bool IsSupportedFilesystem(const std::string& fs_type);
+
+struct LinuxVolumeOptions {
+  std::string default_fs_type = "ext4";                           // what FormatVolume creates (ext4, ext3, ext2 or xfs)
+  std::string scratch_dir = "/var/lib/csi-proxy/volume/scratch";  // private temporary mount points
+  common::BlockDeviceRoots roots;
+};
+
+class LinuxVolumeBackend final : public VolumeBackend {
+ public:
+  LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOptions options);
+
+  StatusOr<std::string> CanonicalVolumeId(const std::string& volume_id) override;
+  StatusOr<std::vector<std::string>> ListVolumesOnDisk(uint32_t disk_number, uint32_t partition_number) override;
+  Status MountVolume(const std::string& volume_id, const common::ConfinedPath& target) override;
+  Status UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) override;
+  StatusOr<bool> IsVolumeFormatted(const std::string& volume_id) override;
+  Status FormatVolume(const std::string& volume_id) override;
+  Status ResizeVolume(const std::string& volume_id, int64_t size_bytes) override;
+  StatusOr<VolumeStats> GetVolumeStats(const std::string& volume_id) override;
+  StatusOr<uint32_t> GetDiskNumber(const std::string& volume_id) override;
+  StatusOr<std::string> GetVolumeIdFromTargetPath(const common::ConfinedPath& target) override;
+  StatusOr<std::string> GetClosestVolumeIdFromTargetPath(const common::ConfinedPath& target) override;
+  Status WriteVolumeCache(const std::string& volume_id) override;
+
+ private:
+  StatusOr<common::BlockDevice> Volume(const std::string& volume_id) const;
+  StatusOr<common::UniqueFd> OpenTarget(const common::ConfinedPath& target) const;
+  Status GrowPartition(const common::BlockDevice& volume, int64_t size_bytes);
+  Status GrowFilesystem(const common::BlockDevice& volume, const std::string& fs_type);
+
+  common::PathPolicy policy_;
+  LinuxVolumeOptions options_;
+  common::BlockDevices devices_;
+};
+
+}  // namespace csi_proxy::volume

@@ -1,0 +1,43 @@
+// The volume group's version-neutral service: checks every request (IDs present, sizes sane, target paths under
+// the allowed roots), serializes work on one volume and one target path, and calls the backend. Every API
+// version's adapter calls this; none of them talks to the OS.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "keyed_mutex.h"
+#include "path_policy.h"
+#include "volume_backend.h"
+
+namespace csi_proxy::volume {
+
+class VolumeService {
+ public:
+  VolumeService(VolumeBackend& backend, common::PathPolicy policy) : backend_(backend), policy_(std::move(policy)) {}
+
+  StatusOr<std::vector<std::string>> ListVolumesOnDisk(uint32_t disk_number, uint32_t partition_number);
+  Status MountVolume(const std::string& volume_id, const std::string& target_path);
+  Status UnmountVolume(const std::string& volume_id, const std::string& target_path);
+  StatusOr<bool> IsVolumeFormatted(const std::string& volume_id);
+  Status FormatVolume(const std::string& volume_id);
+  Status ResizeVolume(const std::string& volume_id, int64_t size_bytes);
+  StatusOr<VolumeStats> GetVolumeStats(const std::string& volume_id);
+  StatusOr<uint32_t> GetDiskNumberFromVolumeId(const std::string& volume_id);
+  StatusOr<std::string> GetVolumeIdFromTargetPath(const std::string& target_path);
+  StatusOr<std::string> GetClosestVolumeIdFromTargetPath(const std::string& target_path);
+  Status WriteVolumeCache(const std::string& volume_id);
+
+  const common::PathPolicy& policy() const { return policy_; }
+
+ private:
+  StatusOr<std::string> Canonical(const std::string& volume_id);
+  StatusOr<common::ConfinedPath> Target(const std::string& target_path, bool may_be_root);
+
+  VolumeBackend& backend_;
+  common::PathPolicy policy_;
+  common::KeyedMutex locks_;
+};
+
+}  // namespace csi_proxy::volume

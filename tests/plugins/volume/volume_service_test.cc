@@ -1,0 +1,529 @@
+// The volume service and its Linux backend on real loop devices, called directly without gRPC: upstream's
+// NodeStage/expand sequence for ext4 and xfs, idempotency, the refusals that keep data safe, path confinement
+// and concurrency.
+#include "volume_service.h"
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "block_devices_linux.h"
+#include "disk_backend_linux.h"
+#include "disk_service.h"
+#include "loop_device.h"
+#include "path_policy.h"
+#include "run_program.h"
+#include "volume_backend_linux.h"
+
+namespace csi_proxy::volume {
+namespace {
+
+using testing::LoopDevice;
+using testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kGiB = 1 << 30;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class VolumeServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CSI_PROXY_SKIP_WITHOUT_LOOP_DEVICES();
+    for (const char* program : {"mkfs.ext4", "resize2fs"}) {
+      if (testing::SystemProgram(program).empty()) GTEST_SKIP() << "needs " << program;
+    }
+    kubelet_ = dir_.MakeDir("kubelet");
+    Configure("ext4");
+  }
+
+  void Configure(const std::string& fs_type) {
+    auto policy = common::PathPolicy::Create(kubelet_, {});
+    ASSERT_TRUE(policy.ok()) << policy.status().message();
+    service_.reset();
+    backend_ = std::make_unique<LinuxVolumeBackend>(
+        *policy, LinuxVolumeOptions{.default_fs_type = fs_type, .scratch_dir = dir_.Sub("scratch")});
+    service_ = std::make_unique<VolumeService>(*backend_, *policy);
+  }
+
+  // A loop disk partitioned through the disk service; returns the volume ID of its partition.
+  std::string StageDisk(LoopDevice& loop) {
+    auto status = disks_.PartitionDisk(loop.DiskNumber());
+    EXPECT_TRUE(status.ok()) << status.message();
+    auto volumes = service_->ListVolumesOnDisk(loop.DiskNumber(), 0);
+    EXPECT_TRUE(volumes.ok()) << volumes.status().message();
+    return volumes.ok() && volumes->size() == 1 ? volumes->front() : std::string();
+  }
+
+  std::string FormattedVolume(LoopDevice& loop) {
+    std::string id = StageDisk(loop);
+    auto status = service_->FormatVolume(id);
+    EXPECT_TRUE(status.ok()) << status.message();
+    return id;
+  }
+
+  uint64_t PartitionSize(const std::string& id) {
+    auto device = common::BlockDevices().ResolveVolumeId(id);
+    EXPECT_TRUE(device.ok());
+    return device.ok() ? device->size_bytes : 0;
+  }
+
+  // Upstream's check is "within 20 MiB below"; ext4 and xfs keep more than that for their metadata on a
+  // gigabyte, so here the filesystem size must be within 10% below the partition size.
+  static void ExpectSizeAround(int64_t actual, uint64_t expected) {
+    EXPECT_LE(actual, static_cast<int64_t>(expected));
+    EXPECT_GE(actual, static_cast<int64_t>(expected * 9 / 10)) << "expected about " << expected;
+  }
+
+  // The full sequence a CSI driver runs (upstream's volume v1/v2alpha1 integration test) for one filesystem.
+  void RunUpstreamSequence(const std::string& fs_type);
+  // Formats, mounts, grows the disk and expands the mounted volume.
+  void GrowMountedVolume(const std::string& fs_type);
+
+  TempDir dir_;
+  std::string kubelet_;
+  disk::LinuxDiskBackend disk_backend_;
+  disk::DiskService disks_{disk_backend_};
+  std::unique_ptr<LinuxVolumeBackend> backend_;
+  std::unique_ptr<VolumeService> service_;
+};
+
+void VolumeServiceTest::RunUpstreamSequence(const std::string& fs_type) {
+  Configure(fs_type);
+  LoopDevice loop(1 * kGiB);
+  ASSERT_TRUE(disks_.PartitionDisk(loop.DiskNumber()).ok());
+
+  auto volumes = service_->ListVolumesOnDisk(loop.DiskNumber(), 0);
+  ASSERT_TRUE(volumes.ok()) << volumes.status().message();
+  ASSERT_EQ(volumes->size(), 1u);
+  const std::string id = volumes->front();
+  EXPECT_EQ(id, loop.PartitionPath(1));
+
+  auto formatted = service_->IsVolumeFormatted(id);
+  ASSERT_TRUE(formatted.ok());
+  EXPECT_FALSE(*formatted);
+  auto status = service_->FormatVolume(id);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(*service_->IsVolumeFormatted(id));
+  auto sig = common::ProbeSignatures(id);
+  ASSERT_TRUE(sig.ok());
+  EXPECT_EQ(sig->fs_type, fs_type);
+
+  auto stats = service_->GetVolumeStats(id);
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  ExpectSizeAround(stats->total_bytes, PartitionSize(id));
+  EXPECT_GT(stats->used_bytes, 0);
+  EXPECT_LT(stats->used_bytes, stats->total_bytes);
+
+  // The disk grows (upstream: Resize-VHD), the node rescans, the driver expands to the maximum.
+  loop.Grow(2 * kGiB);
+  ASSERT_TRUE(disks_.Rescan().ok());
+  status = service_->ResizeVolume(id, 0);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_GE(PartitionSize(id), 2 * kGiB - 2 * kMiB);
+  auto grown = service_->GetVolumeStats(id);
+  ASSERT_TRUE(grown.ok()) << grown.status().message();
+  ExpectSizeAround(grown->total_bytes, PartitionSize(id));
+  EXPECT_GT(grown->total_bytes, stats->total_bytes);
+
+  auto number = service_->GetDiskNumberFromVolumeId(id);
+  ASSERT_TRUE(number.ok());
+  EXPECT_EQ(*number, loop.DiskNumber());
+  auto disk_size = disks_.GetDiskStats(*number);
+  ASSERT_TRUE(disk_size.ok());
+  EXPECT_EQ(*disk_size, static_cast<int64_t>(2 * kGiB));
+
+  const std::string mnt = dir_.MakeDir("kubelet/plugins/test.csi.io/mount");
+  status = service_->MountVolume(id, mnt);
+  ASSERT_TRUE(status.ok()) << status.message();
+  std::ofstream(mnt + "/hello.txt") << "hello from " << fs_type;
+  EXPECT_EQ(ReadFile(mnt + "/hello.txt"), "hello from " + fs_type);
+  EXPECT_TRUE(service_->WriteVolumeCache(id).ok());
+
+  auto by_target = service_->GetVolumeIdFromTargetPath(mnt);
+  ASSERT_TRUE(by_target.ok()) << by_target.status().message();
+  EXPECT_EQ(*by_target, id);
+  std::filesystem::create_directories(mnt + "/foo/bar");
+  auto closest = service_->GetClosestVolumeIdFromTargetPath(mnt + "/foo/bar");
+  ASSERT_TRUE(closest.ok()) << closest.status().message();
+  EXPECT_EQ(*closest, id);
+  const std::string link = kubelet_ + "/pod-volume-link";
+  std::filesystem::create_directory_symlink(mnt, link);
+  closest = service_->GetClosestVolumeIdFromTargetPath(link);
+  ASSERT_TRUE(closest.ok()) << closest.status().message();
+  EXPECT_EQ(*closest, id);
+  auto mounted_stats = service_->GetVolumeStats(id);
+  ASSERT_TRUE(mounted_stats.ok());
+  EXPECT_EQ(mounted_stats->total_bytes, grown->total_bytes);
+
+  status = service_->UnmountVolume(id, mnt);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_FALSE(std::filesystem::exists(mnt + "/hello.txt"));
+  EXPECT_TRUE(std::filesystem::is_directory(mnt)) << "the directory stays";
+  EXPECT_EQ(service_->GetVolumeIdFromTargetPath(mnt).status().code(), Code::kNotFound);
+}
+
+TEST_F(VolumeServiceTest, UpstreamSequenceWithExt4) { RunUpstreamSequence("ext4"); }
+
+TEST_F(VolumeServiceTest, UpstreamSequenceWithXfs) {
+  if (testing::SystemProgram("mkfs.xfs").empty() || testing::SystemProgram("xfs_growfs").empty()) {
+    GTEST_SKIP() << "needs xfsprogs";
+  }
+  RunUpstreamSequence("xfs");
+}
+
+TEST_F(VolumeServiceTest, TheClosestVolumeOfAnUnmountedDirectoryIsTheOneHoldingIt) {
+  const std::string dir = dir_.MakeDir("kubelet/unmounted");
+  struct stat st {};
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  auto holder = common::BlockDevices().DeviceByDevno(st.st_dev);
+  auto closest = service_->GetClosestVolumeIdFromTargetPath(dir);
+  if (holder.ok()) {
+    ASSERT_TRUE(closest.ok()) << closest.status().message();
+    EXPECT_EQ(*closest, holder->path);
+  } else {
+    // /tmp is on a filesystem without a block device (tmpfs, overlay): walking out may still find one.
+    EXPECT_TRUE(closest.ok() || closest.status().code() == Code::kNotFound);
+  }
+  EXPECT_EQ(service_->GetVolumeIdFromTargetPath(dir).status().code(), Code::kNotFound);
+}
+
+// Whether this process may resize ext4 online (the kernel asks for CAP_SYS_RESOURCE).
+bool HasCapSysResource() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> 24) & 1;
+  }
+  return false;
+}
+
+void VolumeServiceTest::GrowMountedVolume(const std::string& fs_type) {
+  Configure(fs_type);
+  LoopDevice loop(512 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/online");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  std::ofstream(mnt + "/data") << "survives";
+  loop.Grow(1 * kGiB);
+  auto status = service_->ResizeVolume(id, 0);
+  ASSERT_TRUE(status.ok()) << status.message();
+  auto stats = service_->GetVolumeStats(id);
+  ASSERT_TRUE(stats.ok());
+  ExpectSizeAround(stats->total_bytes, PartitionSize(id));
+  EXPECT_GT(PartitionSize(id), 1000 * kMiB);
+  EXPECT_EQ(ReadFile(mnt + "/data"), "survives");
+}
+
+TEST_F(VolumeServiceTest, ResizeMountedExt4VolumeGrowsItOnline) {
+  if (!HasCapSysResource()) GTEST_SKIP() << "needs CAP_SYS_RESOURCE (online ext4 resize)";
+  GrowMountedVolume("ext4");
+}
+
+TEST_F(VolumeServiceTest, ResizeMountedXfsVolumeGrowsItOnline) {
+  if (testing::SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs xfsprogs";
+  GrowMountedVolume("xfs");
+}
+
+TEST_F(VolumeServiceTest, OnlineExt4GrowthWithoutCapSysResourceIsRefusedBeforeThePartitionChanges) {
+  if (HasCapSysResource()) GTEST_SKIP() << "only meaningful without CAP_SYS_RESOURCE";
+  LoopDevice loop(256 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  ASSERT_TRUE(service_->MountVolume(id, dir_.MakeDir("kubelet/nocap")).ok());
+  const uint64_t size = PartitionSize(id);
+  loop.Grow(512 * kMiB);
+  auto status = service_->ResizeVolume(id, 0);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("CAP_SYS_RESOURCE"), std::string::npos) << status.message();
+  EXPECT_EQ(PartitionSize(id), size);
+}
+
+TEST_F(VolumeServiceTest, ResizeOfAnExt4VolumeThatWasMountedBeforeChecksItAndGrowsItOffline) {
+  LoopDevice loop(256 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/before");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  std::ofstream(mnt + "/data") << "survives";
+  ASSERT_TRUE(service_->UnmountVolume(id, mnt).ok());
+  loop.Grow(512 * kMiB);
+  auto status = service_->ResizeVolume(id, 0);
+  ASSERT_TRUE(status.ok()) << status.message();
+  auto stats = service_->GetVolumeStats(id);
+  ASSERT_TRUE(stats.ok());
+  ExpectSizeAround(stats->total_bytes, PartitionSize(id));
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  EXPECT_EQ(ReadFile(mnt + "/data"), "survives");
+}
+
+TEST_F(VolumeServiceTest, ResizeToAGivenSizeGrowsThePartitionToThatSize) {
+  LoopDevice loop(256 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  loop.Grow(512 * kMiB);
+  auto status = service_->ResizeVolume(id, 384 * kMiB);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(PartitionSize(id), 384 * kMiB);
+  auto entries = common::ReadPartitionEntries(loop.path());
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->front().size_bytes, 384 * kMiB) << "the on-disk table agrees with the kernel";
+  EXPECT_EQ(entries->front().start_bytes, 1 * kMiB) << "the start stays";
+  EXPECT_EQ(loop.ReadAt(512 * kMiB - 512, 8), "EFI PART") << "the backup GPT header moved to the new end";
+}
+
+TEST_F(VolumeServiceTest, ResizeNeverShrinksAndGrowingToTheCurrentSizeChangesNothing) {
+  LoopDevice loop(256 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const uint64_t size = PartitionSize(id);
+  const std::string table = loop.ReadAt(0, 34 * 512);
+  EXPECT_TRUE(service_->ResizeVolume(id, 0).ok());  // already at the maximum
+  EXPECT_TRUE(service_->ResizeVolume(id, static_cast<int64_t>(size)).ok());
+  EXPECT_TRUE(service_->ResizeVolume(id, 64 * kMiB).ok());  // smaller: nothing happens
+  EXPECT_EQ(PartitionSize(id), size);
+  EXPECT_EQ(loop.ReadAt(0, 34 * 512), table);
+  EXPECT_TRUE(*service_->IsVolumeFormatted(id));
+}
+
+TEST_F(VolumeServiceTest, ResizeBeyondTheDiskIsOutOfRangeAndNegativeIsInvalid) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  EXPECT_EQ(service_->ResizeVolume(id, 1 * kGiB).code(), Code::kOutOfRange);
+  EXPECT_EQ(service_->ResizeVolume(id, -1).code(), Code::kInvalidArgument);
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeNeverTouchesAFileThatIsNotABlockDevice) {
+  const std::string file = dir_.Sub("not-a-device");
+  std::ofstream(file) << "precious";
+  EXPECT_EQ(service_->FormatVolume(file).code(), Code::kInvalidArgument);
+  EXPECT_EQ(service_->FormatVolume("/etc/passwd").code(), Code::kInvalidArgument);
+  EXPECT_EQ(service_->FormatVolume("/dev/null").code(), Code::kInvalidArgument);
+  EXPECT_EQ(service_->FormatVolume("/dev/../etc/passwd").code(), Code::kInvalidArgument);
+  EXPECT_EQ(ReadFile(file), "precious");
+}
+
+TEST_F(VolumeServiceTest, UpstreamNegativeCasesFail) {
+  for (const std::string id : {"", "-1"}) {
+    SCOPED_TRACE("volume id '" + id + "'");
+    EXPECT_EQ(service_->IsVolumeFormatted(id).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(service_->FormatVolume(id).code(), Code::kInvalidArgument);
+    EXPECT_EQ(service_->ResizeVolume(id, 2 * kMiB).code(), Code::kInvalidArgument);
+    EXPECT_EQ(service_->MountVolume(id, "").code(), Code::kInvalidArgument);
+    EXPECT_EQ(service_->UnmountVolume(id, "").code(), Code::kInvalidArgument);
+    EXPECT_EQ(service_->GetVolumeStats(id).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(service_->GetDiskNumberFromVolumeId(id).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(service_->WriteVolumeCache(id).code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(service_->GetVolumeStats("/dev/no-such-volume").status().code(), Code::kNotFound);
+  EXPECT_EQ(service_->ListVolumesOnDisk(UINT32_MAX, 0).status().code(), Code::kNotFound);
+  EXPECT_EQ(service_->GetVolumeIdFromTargetPath("").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(service_->GetClosestVolumeIdFromTargetPath("").status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAMountedVolumeAndItsFilesSurvive) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/busy");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  std::ofstream(mnt + "/precious.txt") << "keep me";
+  Configure("xfs");  // even a different filesystem type must not lead to a reformat
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("mounted at " + mnt), std::string::npos) << status.message();
+  EXPECT_EQ(ReadFile(mnt + "/precious.txt"), "keep me");
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeHoldingAnotherFilesystem) {
+  if (testing::SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs mkfs.xfs";
+  LoopDevice loop(512 * kMiB);
+  Configure("xfs");
+  const std::string id = FormattedVolume(loop);
+  auto before = common::ProbeSignatures(id);
+  Configure("ext4");
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("xfs filesystem"), std::string::npos) << status.message();
+  auto after = common::ProbeSignatures(id);
+  EXPECT_EQ(after->fs_type, "xfs");
+  EXPECT_EQ(after->uuid, before->uuid);
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeTwiceKeepsTheFirstFilesystem) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  auto before = common::ProbeSignatures(id);
+  EXPECT_TRUE(service_->FormatVolume(id).ok());
+  EXPECT_EQ(common::ProbeSignatures(id)->uuid, before->uuid);
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAPartitionedWholeDisk) {
+  LoopDevice loop(64 * kMiB);
+  StageDisk(loop);
+  auto status = service_->FormatVolume(loop.path());
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(common::ProbeSignatures(loop.path())->pt_type, "gpt");
+}
+
+TEST_F(VolumeServiceTest, ConcurrentFormatCallsOnOneVolumeMakeOneFilesystem) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = StageDisk(loop);
+  std::vector<Status> results(3);
+  std::vector<std::thread> threads;
+  for (auto& r : results) threads.emplace_back([&] { r = service_->FormatVolume(id); });
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(common::ProbeSignatures(id)->fs_type, "ext4");
+}
+
+TEST_F(VolumeServiceTest, AFilesystemOnTheWholeDiskIsItsOnlyVolume) {
+  LoopDevice loop(64 * kMiB);
+  auto empty = service_->ListVolumesOnDisk(loop.DiskNumber(), 0);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+  ASSERT_TRUE(service_->FormatVolume(loop.path()).ok());
+  auto volumes = service_->ListVolumesOnDisk(loop.DiskNumber(), 0);
+  ASSERT_TRUE(volumes.ok());
+  ASSERT_EQ(volumes->size(), 1u);
+  EXPECT_EQ(volumes->front(), loop.path());
+  EXPECT_EQ(*service_->GetDiskNumberFromVolumeId(loop.path()), loop.DiskNumber());
+}
+
+TEST_F(VolumeServiceTest, ListVolumesOnDiskFiltersByPartitionNumber) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto first = service_->ListVolumesOnDisk(loop.DiskNumber(), 1);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, std::vector<std::string>{id});
+  auto second = service_->ListVolumesOnDisk(loop.DiskNumber(), 2);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->empty());
+}
+
+TEST_F(VolumeServiceTest, MountSameVolumeTwiceSucceeds) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/twice");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  auto status = service_->MountVolume(id, mnt);
+  EXPECT_TRUE(status.ok()) << status.message();
+  auto mounts = common::ReadMountTable();
+  ASSERT_TRUE(mounts.ok());
+  EXPECT_EQ(std::count_if(mounts->begin(), mounts->end(), [&](auto& m) { return m.target == mnt; }), 1)
+      << "no stacked second mount";
+}
+
+TEST_F(VolumeServiceTest, MountingAnotherVolumeOnAnOccupiedTargetFails) {
+  LoopDevice first(128 * kMiB), second(128 * kMiB);
+  const std::string a = FormattedVolume(first), b = FormattedVolume(second);
+  const std::string mnt = dir_.MakeDir("kubelet/occupied");
+  ASSERT_TRUE(service_->MountVolume(a, mnt).ok());
+  auto status = service_->MountVolume(b, mnt);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find(a), std::string::npos) << status.message();
+  EXPECT_EQ(*service_->GetVolumeIdFromTargetPath(mnt), a);
+}
+
+TEST_F(VolumeServiceTest, MountRefusesUnformattedVolumesAndUnusableTargets) {
+  LoopDevice loop(64 * kMiB);
+  const std::string raw = StageDisk(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/target");
+  EXPECT_EQ(service_->MountVolume(raw, mnt).code(), Code::kFailedPrecondition);
+  ASSERT_TRUE(service_->FormatVolume(raw).ok());
+  EXPECT_EQ(service_->MountVolume(raw, kubelet_ + "/missing").code(), Code::kNotFound);
+  std::ofstream(kubelet_ + "/file") << "x";
+  EXPECT_EQ(service_->MountVolume(raw, kubelet_ + "/file").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(service_->MountVolume(raw, kubelet_).code(), Code::kInvalidArgument) << "the root itself";
+  EXPECT_EQ(service_->MountVolume(raw, dir_.MakeDir("outside")).code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_->MountVolume(raw, "/etc").code(), Code::kPermissionDenied);
+  EXPECT_EQ(service_->MountVolume(raw, kubelet_ + "/../outside").code(), Code::kInvalidArgument);
+  std::filesystem::create_directory_symlink(dir_.Sub("outside"), kubelet_ + "/escape");
+  EXPECT_EQ(service_->MountVolume(raw, kubelet_ + "/escape").code(), Code::kPermissionDenied);
+  auto mounts = common::ReadMountTable();
+  ASSERT_TRUE(mounts.ok());
+  EXPECT_TRUE(common::MountsOfDevice(*mounts, common::BlockDevices().ResolveVolumeId(raw)->devno).empty());
+}
+
+TEST_F(VolumeServiceTest, UnmountingWhatIsNotMountedSucceeds) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/unmount");
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, kubelet_ + "/never-created").ok());
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  ASSERT_TRUE(service_->UnmountVolume(id, mnt).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
+}
+
+TEST_F(VolumeServiceTest, UnmountRefusesToRemoveAnotherVolumesMount) {
+  LoopDevice first(128 * kMiB), second(128 * kMiB);
+  const std::string a = FormattedVolume(first), b = FormattedVolume(second);
+  const std::string mnt = dir_.MakeDir("kubelet/other");
+  ASSERT_TRUE(service_->MountVolume(a, mnt).ok());
+  EXPECT_EQ(service_->UnmountVolume(b, mnt).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(*service_->GetVolumeIdFromTargetPath(mnt), a);
+}
+
+TEST_F(VolumeServiceTest, UnmountThroughASymlinkUnmountsTheRealMountPoint) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/real");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  std::filesystem::create_directory_symlink(mnt, kubelet_ + "/alias");
+  auto status = service_->UnmountVolume(id, kubelet_ + "/alias");
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(service_->GetVolumeIdFromTargetPath(mnt).status().code(), Code::kNotFound);
+}
+
+TEST_F(VolumeServiceTest, StatsOfAnUnmountedVolumeMatchTheMountedOnes) {
+  LoopDevice loop(256 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  auto unmounted = service_->GetVolumeStats(id);
+  ASSERT_TRUE(unmounted.ok()) << unmounted.status().message();
+  const std::string mnt = dir_.MakeDir("kubelet/stats");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  auto mounted = service_->GetVolumeStats(id);
+  ASSERT_TRUE(mounted.ok());
+  EXPECT_EQ(mounted->total_bytes, unmounted->total_bytes);
+  auto mounts = common::ReadMountTable();
+  ASSERT_TRUE(mounts.ok());
+  EXPECT_EQ(common::MountsOfDevice(*mounts, common::BlockDevices().ResolveVolumeId(id)->devno).size(), 1u)
+      << "reading the stats of an unmounted volume leaves no mount behind";
+}
+
+TEST_F(VolumeServiceTest, SeveralDisksAreStagedInParallel) {
+  constexpr int kDisks = 3;
+  std::vector<std::unique_ptr<LoopDevice>> loops;
+  for (int i = 0; i < kDisks; ++i) loops.push_back(std::make_unique<LoopDevice>(128 * kMiB));
+  std::vector<std::string> errors(kDisks);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kDisks; ++i) {
+    threads.emplace_back([&, i] {
+      auto fail = [&](const std::string& step, const Status& s) {
+        if (!s.ok() && errors[i].empty()) errors[i] = step + ": " + s.message();
+        return !s.ok();
+      };
+      const uint32_t number = loops[i]->DiskNumber();
+      if (fail("partition", disks_.PartitionDisk(number))) return;
+      auto volumes = service_->ListVolumesOnDisk(number, 0);
+      if (fail("list", volumes.status()) || volumes->size() != 1) return;
+      const std::string id = volumes->front();
+      if (fail("format", service_->FormatVolume(id))) return;
+      const std::string mnt = dir_.MakeDir("kubelet/parallel-" + std::to_string(i));
+      if (fail("mount", service_->MountVolume(id, mnt))) return;
+      std::ofstream(mnt + "/id") << i;
+      if (ReadFile(mnt + "/id") != std::to_string(i)) errors[i] = "read back";
+      if (fail("unmount", service_->UnmountVolume(id, mnt))) return;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kDisks; ++i) EXPECT_EQ(errors[i], "") << "disk " << i;
+}
+
+}  // namespace
+}  // namespace csi_proxy::volume
