@@ -257,21 +257,21 @@ TEST_F(FilesystemServiceTest, IsSymlinkOfALinkLeadingOutsideIsRefusedWhetherOrNo
 // ---- RmdirContents (v2alpha1) ----
 
 TEST_F(FilesystemServiceTest, RmdirContentsEmptiesTheTreeAndKeepsTheDirectory) {
-  WriteFile(kubelet_ + "/root/a/b/c.txt", "c");
-  WriteFile(kubelet_ + "/root/d.txt", "d");
-  fs::create_directories(kubelet_ + "/root/e/f");
-  ASSERT_TRUE(service_.RmdirContents(kubelet_ + "/root").ok());
-  EXPECT_TRUE(IsDirNoFollow(kubelet_ + "/root"));
-  EXPECT_TRUE(fs::is_empty(kubelet_ + "/root"));
+  WriteFile(kubelet_ + "/tree/a/b/c.txt", "c");
+  WriteFile(kubelet_ + "/tree/d.txt", "d");
+  fs::create_directories(kubelet_ + "/tree/e/f");
+  ASSERT_TRUE(service_.RmdirContents(kubelet_ + "/tree").ok());
+  EXPECT_TRUE(IsDirNoFollow(kubelet_ + "/tree"));
+  EXPECT_TRUE(fs::is_empty(kubelet_ + "/tree"));
 }
 
 TEST_F(FilesystemServiceTest, RmdirContentsRemovesALinkToAnOutsideFileButNotTheFile) {
-  fs::create_directories(kubelet_ + "/root");
-  fs::create_symlink(outside_ + "/secret.txt", kubelet_ + "/root/link");
-  fs::create_symlink(outside_ + "/dir", kubelet_ + "/root/dirlink");
+  fs::create_directories(kubelet_ + "/tree");
+  fs::create_symlink(outside_ + "/secret.txt", kubelet_ + "/tree/link");
+  fs::create_symlink(outside_ + "/dir", kubelet_ + "/tree/dirlink");
   auto before = OutsideState();
-  ASSERT_TRUE(service_.RmdirContents(kubelet_ + "/root").ok());
-  EXPECT_TRUE(fs::is_empty(kubelet_ + "/root"));
+  ASSERT_TRUE(service_.RmdirContents(kubelet_ + "/tree").ok());
+  EXPECT_TRUE(fs::is_empty(kubelet_ + "/tree"));
   EXPECT_EQ(OutsideState(), before);
 }
 

@@ -11,7 +11,7 @@ namespace {
 using ::testing::HasSubstr;
 
 PathPolicy Policy() {
-  auto p = PathPolicy::Create("/var/lib/kubelet", {"/var/lib/driver/work", "/var/lib/kubelet/plugins/x"});
+  auto p = PathPolicy::Create("/var/lib/kubelet", {"/var/lib/driver/scratch", "/var/lib/kubelet/plugins/x"});
   EXPECT_TRUE(p.ok()) << p.status().message();
   return *p;
 }
@@ -29,7 +29,7 @@ TEST(PathPolicy, StringPrefixSiblingIsNotUnderTheRoot) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Code::kPermissionDenied);
   EXPECT_THAT(c.status().message(), HasSubstr("\"/var/lib/kubelet-evil/x\""));
-  EXPECT_THAT(c.status().message(), HasSubstr("[/var/lib/kubelet, /var/lib/driver/work, /var/lib/kubelet/plugins/x]"));
+  EXPECT_THAT(c.status().message(), HasSubstr("[/var/lib/kubelet, /var/lib/driver/scratch, /var/lib/kubelet/plugins/x]"));
 }
 
 TEST(PathPolicy, ParentOfARootIsNotAllowed) {
@@ -38,11 +38,11 @@ TEST(PathPolicy, ParentOfARootIsNotAllowed) {
 }
 
 TEST(PathPolicy, TheRootItselfIsConfinedWithAnEmptyRelativePart) {
-  auto c = Policy().Confine("/var/lib/driver/work/");
+  auto c = Policy().Confine("/var/lib/driver/scratch/");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->is_root());
-  EXPECT_EQ(c->root, "/var/lib/driver/work");
-  EXPECT_EQ(c->path, "/var/lib/driver/work");
+  EXPECT_EQ(c->root, "/var/lib/driver/scratch");
+  EXPECT_EQ(c->path, "/var/lib/driver/scratch");
 }
 
 TEST(PathPolicy, NestedRootsPickTheLongest) {
