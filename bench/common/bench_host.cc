@@ -1,0 +1,159 @@
+// See bench_host.h.
+#include "bench_host.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "raw_client.h"
+
+namespace csi_proxy::bench {
+namespace fs = std::filesystem;
+
+std::string BuildDir() { return CSI_PROXY_BUILD_DIR; }
+std::string SourceDir() { return CSI_PROXY_SOURCE_DIR; }
+std::string HostBinary() { return BuildDir() + "/bin/csi-proxy"; }
+std::string PluginDir() { return BuildDir() + "/lib/csi-proxy/plugins"; }
+
+std::string GroupLibrary(const std::string& group) {
+  std::string path = PluginDir() + "/libcsi-proxy-" + group + ".so";
+  return fs::exists(path) ? path : std::string();
+}
+
+const std::vector<std::string>& AllGroups() {
+  static const std::vector<std::string> groups = {"filesystem", "disk", "volume", "smb", "system", "iscsi"};
+  return groups;
+}
+
+namespace {
+
+bool SocketConnects(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+BenchHost::BenchHost(const std::vector<std::string>& groups, const std::string& host_keys)
+    : scratch_("csi-proxy-bench-host") {
+  scratch_.MakeDir("endpoints");
+  scratch_.MakeDir("kubelet");
+  scratch_.MakeDir("state");
+  config_path_ = scratch_.Sub("csi-proxy.toml");
+  std::ofstream cfg(config_path_);
+  cfg << "[host]\n"
+      << "endpoint_dir = \"" << scratch_.Sub("endpoints") << "\"\n"
+      << "plugin_dir = \"" << PluginDir() << "\"\n"
+      << "kubelet_path = \"" << kubelet_dir() << "\"\n"
+      << "state_dir = \"" << scratch_.Sub("state") << "\"\n"
+      << "shutdown_timeout_seconds = 5\n";
+  if (host_keys.find("log_level") == std::string::npos) cfg << "log_level = \"info\"\n";
+  cfg << host_keys << "\n";
+  for (const auto& g : groups) cfg << "\n[groups." << g << "]\nenabled = true\n";
+}
+
+BenchHost::~BenchHost() {
+  if (process_.running()) (void)Stop();
+}
+
+std::string BenchHost::log() const { return ReadFile(scratch_.Sub("host.log")); }
+
+StatusOr<std::vector<EndpointInfo>> BenchHost::CheckConfig(std::vector<std::string>* refusals) {
+  std::string out_path = scratch_.Sub("check-config.out");
+  auto child = ChildProcess::Start({HostBinary(), "--check-config", "--config", config_path_}, out_path);
+  if (!child.ok()) return child.status();
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!child->Exited(&status)) {
+    if (std::chrono::steady_clock::now() > deadline) return Internal("csi-proxy --check-config did not finish");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Lines: "GROUP VERSION ENDPOINT LIBRARY" then "<group> <version> <dir>/<endpoint> <library>", "refused: ...".
+  std::istringstream lines(ReadFile(out_path));
+  std::string line;
+  std::vector<EndpointInfo> endpoints;
+  while (std::getline(lines, line)) {
+    if (line.rfind("refused: ", 0) == 0) {
+      if (refusals != nullptr) refusals->push_back(line.substr(9));
+      continue;
+    }
+    std::istringstream fields(line);
+    std::string group, version, endpoint_path;
+    if (!(fields >> group >> version >> endpoint_path) || group == "GROUP") continue;
+    if (endpoint_path.rfind(scratch_.Sub("endpoints") + "/", 0) != 0) continue;  // a log line, not a row
+    endpoints.push_back({fs::path(endpoint_path).filename().string(), group, version});
+  }
+  return endpoints;
+}
+
+StatusOr<std::chrono::nanoseconds> BenchHost::Start(const std::vector<std::string>& endpoints,
+                                                    std::chrono::milliseconds timeout) {
+  if (process_.running()) return FailedPrecondition("the host is already running");
+  std::error_code ec;
+  for (const auto& e : endpoints) fs::remove(endpoint(e), ec);  // a previous run's files are gone already
+  auto started = std::chrono::steady_clock::now();
+  auto child = ChildProcess::Start({HostBinary(), "--config", config_path_}, scratch_.Sub("host.log"));
+  if (!child.ok()) return child.status();
+  process_ = std::move(*child);
+  ++runs_;
+  auto deadline = started + timeout;
+  // First the socket accepts a connection (polled cheaply), then a real call gets an answer from the router.
+  // Polling the socket before dialling keeps gRPC's reconnect back-off (a second or more) out of the timing.
+  std::vector<bool> ready(endpoints.size(), false);
+  size_t remaining = endpoints.size();
+  while (remaining > 0) {
+    int status = 0;
+    if (process_.Exited(&status)) {
+      return Internal("the host exited during start-up (status " + std::to_string(status) + "):\n" + log());
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Internal("the host did not serve every endpoint within " + std::to_string(timeout.count()) +
+                      " ms:\n" + log());
+    }
+    bool progressed = false;
+    for (size_t i = 0; i < endpoints.size(); ++i) {
+      if (ready[i] || !SocketConnects(endpoint(endpoints[i]))) continue;
+      if (ServerAnswers(endpoint(endpoints[i]), std::chrono::seconds(5))) {
+        ready[i] = true;
+        --remaining;
+        progressed = true;
+      }
+    }
+    if (!progressed && remaining > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+}
+
+StatusOr<std::chrono::nanoseconds> BenchHost::Stop() {
+  if (!process_.running()) return FailedPrecondition("the host is not running");
+  auto started = std::chrono::steady_clock::now();
+  int status = process_.Stop(std::chrono::seconds(15));
+  auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+  if (status == -1) return Internal("the host did not stop on SIGTERM and was killed");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Internal("the host stopped with status " + std::to_string(status) + ":\n" + log());
+  }
+  return elapsed;
+}
+
+}  // namespace csi_proxy::bench

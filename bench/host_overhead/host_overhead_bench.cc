@@ -1,0 +1,212 @@
+// Host overhead: the same trivial Echo handler served
+//   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library;
+//   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback.
+// One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
+// measure throughput. Servers are measured in interleaved rounds (host, sync, callback, then rotated), so
+// that noise from other work on the machine falls on all of them alike. Each server is a separate process
+// on a Unix socket; the client code is the same for all.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "bench_host.h"
+#include "child_process.h"
+#include "cleanup.h"
+#include "raw_client.h"
+#include "results.h"
+#include "scratch.h"
+#include "stats.h"
+#include "v1/echo.pb.h"
+
+namespace csi_proxy::bench {
+namespace {
+
+constexpr const char* kMethod = "/v1.Echo/Echo";
+constexpr int kWorkers = 16;  // the host's default worker pool; the sync baseline gets as many threads
+
+struct Server {
+  std::string id;      // record subject: host, grpc-sync, grpc-callback
+  std::string socket;
+  pid_t pid = -1;
+};
+
+struct LoadResult {
+  double calls_per_s = 0;
+  LatencySamples latency;
+  int64_t failures = 0;
+  std::string first_error;
+  int64_t rss_peak_kib = -1;
+  int64_t threads_peak = -1;
+};
+
+// `clients` threads, each with its own connection, call the server back to back for `duration`.
+LoadResult RunLoad(const Server& server, const std::string& request, int clients, std::chrono::milliseconds duration) {
+  std::vector<std::unique_ptr<RawClient>> conns;
+  for (int i = 0; i < clients; ++i) {
+    conns.push_back(std::make_unique<RawClient>(server.socket));
+    (void)conns.back()->Call(kMethod, request, nullptr);  // connect outside the measurement
+  }
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::vector<LatencySamples> samples(clients);
+  std::vector<int64_t> counts(clients, 0), failures(clients, 0);
+  std::vector<std::string> errors(clients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      samples[i].Reserve(1 << 14);
+      ++ready;
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto t0 = std::chrono::steady_clock::now();
+        grpc::Status s = conns[i]->Call(kMethod, request, nullptr);
+        auto t1 = std::chrono::steady_clock::now();
+        if (stop.load(std::memory_order_relaxed)) break;  // finished after the window: not counted
+        if (!s.ok()) {
+          if (failures[i]++ == 0) errors[i] = s.error_message();
+          continue;
+        }
+        samples[i].Add(t1 - t0);
+        ++counts[i];
+      }
+    });
+  }
+  while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  LoadResult r;
+  auto start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  auto end = start + duration;
+  while (std::chrono::steady_clock::now() < end) {
+    ProcessMemory m = ReadProcessMemory(server.pid);
+    r.rss_peak_kib = std::max(r.rss_peak_kib, m.rss_kib);
+    r.threads_peak = std::max(r.threads_peak, m.threads);
+    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(10),
+                                                                   end - std::chrono::steady_clock::now()));
+  }
+  stop.store(true);
+  auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& t : threads) t.join();
+  int64_t total = 0;
+  for (int i = 0; i < clients; ++i) {
+    total += counts[i];
+    r.failures += failures[i];
+    if (r.first_error.empty()) r.first_error = errors[i];
+    r.latency.Merge(samples[i]);
+  }
+  r.calls_per_s = static_cast<double>(total) / elapsed;
+  return r;
+}
+
+std::string SelfDir() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+}
+
+int Main(int argc, char** argv) {
+  InstallCleanupHandlers();
+  CommonFlags flags = ParseCommonFlags(&argc, argv);
+  const int rounds = flags.quick ? 2 : 5;
+  const auto duration = std::chrono::milliseconds(flags.quick ? 300 : 1000);
+  const std::vector<int> concurrency = {1, 16, 64};
+  Results& results = Results::Get();
+
+  BenchHost host({"echo"}, "workers = " + std::to_string(kWorkers) + "\n");
+  if (auto started = host.Start({"csi-proxy-echo-v1"}); !started.ok()) {
+    std::cerr << started.status().message() << "\n";
+    return 1;
+  }
+  ScratchDir scratch("csi-proxy-bench-baseline");
+  std::string baseline = SelfDir() + "/csi-proxy-bench-echo-baseline";
+  std::vector<ChildProcess> baselines;
+  std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()}};
+  for (const char* mode : {"sync", "callback"}) {
+    std::string socket = scratch.Sub(std::string(mode) + ".sock");
+    auto child = ChildProcess::Start({baseline, "--socket", socket, "--mode", mode, "--threads",
+                                      std::to_string(kWorkers)},
+                                     scratch.Sub(std::string(mode) + ".log"));
+    if (!child.ok()) {
+      std::cerr << child.status().message() << "\n";
+      return 1;
+    }
+    servers.push_back({std::string("grpc-") + mode, socket, child->pid()});
+    baselines.push_back(std::move(*child));
+  }
+
+  v1::EchoRequest req;
+  req.set_text("ping");
+  const std::string request = req.SerializeAsString();
+  for (const Server& s : servers) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!ServerAnswers(s.socket, std::chrono::milliseconds(500))) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::cerr << s.id << " does not answer on " << s.socket << "\n";
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    RawClient client(s.socket);
+    std::string bytes;
+    v1::EchoResponse resp;
+    grpc::Status st = client.Call(kMethod, request, &bytes);
+    if (!st.ok() || !resp.ParseFromString(bytes) || resp.text() != "ping") {
+      std::cerr << s.id << " does not echo: " << st.error_message() << "\n";
+      return 1;
+    }
+    for (int i = 0; i < 500; ++i) (void)client.Call(kMethod, request, nullptr);  // warm up both ends
+    ProcessMemory m = ReadProcessMemory(s.pid);
+    results.Add("overhead", s.id, "idle", "rss_kib", static_cast<double>(m.rss_kib), "KiB");
+    results.Add("overhead", s.id, "idle", "threads", static_cast<double>(m.threads), "");
+  }
+  results.Add("overhead", "config", "", "workers", kWorkers, "");
+  results.Add("overhead", "config", "", "rounds", rounds, "");
+  results.Add("overhead", "config", "", "round_ms", static_cast<double>(duration.count()), "ms");
+
+  for (int clients : concurrency) {
+    std::string param = std::to_string(clients) + (clients == 1 ? " client" : " clients");
+    std::vector<LatencySamples> latency(servers.size());
+    std::vector<std::vector<double>> rates(servers.size());
+    std::vector<int64_t> rss_peak(servers.size(), -1), threads_peak(servers.size(), -1);
+    for (int round = 0; round < rounds; ++round) {
+      for (size_t k = 0; k < servers.size(); ++k) {
+        size_t i = (k + static_cast<size_t>(round)) % servers.size();  // rotate who goes first
+        LoadResult r = RunLoad(servers[i], request, clients, duration);
+        if (r.failures > 0) {
+          results.Note("overhead", servers[i].id + " with " + param + ": " + std::to_string(r.failures) +
+                                       " failed calls, first: " + r.first_error);
+        }
+        std::fprintf(stderr, "%-14s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us\n",
+                     servers[i].id.c_str(), param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50),
+                     r.latency.PercentileUs(99));
+        rates[i].push_back(r.calls_per_s);
+        latency[i].Merge(r.latency);
+        rss_peak[i] = std::max(rss_peak[i], r.rss_peak_kib);
+        threads_peak[i] = std::max(threads_peak[i], r.threads_peak);
+      }
+    }
+    for (size_t i = 0; i < servers.size(); ++i) {
+      const std::string& id = servers[i].id;
+      results.Add("overhead", id, param, "calls_per_s", Median(rates[i]), "calls/s");
+      results.Add("overhead", id, param, "p50_us", latency[i].PercentileUs(50), "us");
+      results.Add("overhead", id, param, "p90_us", latency[i].PercentileUs(90), "us");
+      results.Add("overhead", id, param, "p99_us", latency[i].PercentileUs(99), "us");
+      results.Add("overhead", id, param, "p999_us", latency[i].PercentileUs(99.9), "us");
+      results.Add("overhead", id, param, "mean_us", latency[i].MeanUs(), "us");
+      results.Add("overhead", id, param, "samples", static_cast<double>(latency[i].size()), "");
+      results.Add("overhead", id, param, "rss_peak_kib", static_cast<double>(rss_peak[i]), "KiB");
+      results.Add("overhead", id, param, "threads_peak", static_cast<double>(threads_peak[i]), "");
+    }
+  }
+
+  for (auto& b : baselines) b.Stop();
+  if (auto stopped = host.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
+  return results.Write() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace csi_proxy::bench
+
+int main(int argc, char** argv) { return csi_proxy::bench::Main(argc, argv); }
