@@ -118,7 +118,7 @@ class LinuxIscsiBackend final : public IscsiBackend {
       : options_(std::move(options)),
         store_(std::move(store)),
         initiator_name_(std::move(initiator_name)),
-        block_devices_(common::BlockDeviceRoots{options_.sys_root, "/dev"}) {}
+        block_devices_(common::BlockDeviceRoots{options_.sys_root, options_.dev_root}) {}
 
   std::vector<Portal> ListPortals() override { return store_->Portals(); }
   Status AddPortal(const Portal& portal) override { return store_->AddPortal(portal); }

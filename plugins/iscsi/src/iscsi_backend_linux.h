@@ -28,7 +28,9 @@ struct LinuxIscsiOptions {
   std::string mutual_chap_username;
   std::chrono::milliseconds discovery_timeout{std::chrono::seconds(15)};
   std::chrono::milliseconds login_timeout{std::chrono::seconds(120)};
+  // Where sysfs and device nodes live (tests point them at a fabricated tree).
   std::string sys_root = "/sys";
+  std::string dev_root = "/dev";
   LogFn log;
 };
 

@@ -1,0 +1,119 @@
+// The SMB group library: reads the group's keys, builds the allowed-roots policy for local_path from the node
+// configuration and serves csi-proxy-smb-v1, -v1beta2, -v1beta1 and -v1alpha1. Every version has the same two
+// methods and requests (v1alpha1 and v1beta1 answers carry an always-empty `error`), so one template registers
+// them all against the one SmbService.
+#include <memory>
+#include <string>
+
+#include "csi_proxy/plugin.hpp"
+#include "path_policy.h"
+#include "smb_backend_linux.h"
+#include "smb_service.h"
+#include "v1/smb.pb.h"
+#include "v1alpha1/smb.pb.h"
+#include "v1beta1/smb.pb.h"
+#include "v1beta2/smb.pb.h"
+
+namespace csi_proxy::smb {
+namespace {
+
+using sdk::CallContext;
+
+template <typename Api>
+void AddMethods(sdk::ServiceBuilder& svc, SmbService& smb) {
+  using NewReq = typename Api::NewSmbGlobalMappingRequest;
+  using RemoveReq = typename Api::RemoveSmbGlobalMappingRequest;
+  svc.template Unary<NewReq, typename Api::NewSmbGlobalMappingResponse>(
+         "NewSmbGlobalMapping",
+         [&smb](const NewReq& req, auto&, CallContext&) {
+           return smb.NewSmbGlobalMapping(req.remote_path(), req.local_path(), req.username(), req.password());
+         })
+      .template Unary<RemoveReq, typename Api::RemoveSmbGlobalMappingResponse>(
+          "RemoveSmbGlobalMapping",
+          [&smb](const RemoveReq& req, auto&, CallContext&) { return smb.RemoveSmbGlobalMapping(req.remote_path()); });
+}
+
+#define CSI_PROXY_SMB_MESSAGES(ns)                                             \
+  struct ns##Messages {                                                        \
+    using NewSmbGlobalMappingRequest = ns::NewSmbGlobalMappingRequest;         \
+    using NewSmbGlobalMappingResponse = ns::NewSmbGlobalMappingResponse;       \
+    using RemoveSmbGlobalMappingRequest = ns::RemoveSmbGlobalMappingRequest;   \
+    using RemoveSmbGlobalMappingResponse = ns::RemoveSmbGlobalMappingResponse; \
+  };
+CSI_PROXY_SMB_MESSAGES(v1)
+CSI_PROXY_SMB_MESSAGES(v1beta2)
+CSI_PROXY_SMB_MESSAGES(v1beta1)
+CSI_PROXY_SMB_MESSAGES(v1alpha1)
+#undef CSI_PROXY_SMB_MESSAGES
+
+void HostLog(LogLevel level, const std::string& message) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return sdk::LogDebug(message);
+    case LogLevel::kInfo:
+      return sdk::LogInfo(message);
+    case LogLevel::kWarning:
+      return sdk::LogWarn(message);
+    case LogLevel::kError:
+      return sdk::LogError(message);
+  }
+}
+
+class SmbPlugin : public sdk::Plugin {
+ public:
+  Status Init(sdk::Host& host) override {
+    const sdk::PluginConfig& config = host.config();
+    auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
+    if (!policy.ok()) return policy.status().WithContext("smb group: [host] kubelet_path / working_dirs");
+
+    LinuxSmbOptions options;
+    auto mount_root = config.GetString("mount_root", config.state_dir() + "/smb");
+    auto helper = config.GetString("mount_helper", "");
+    auto privacy = config.GetBool("require_privacy", true);
+    auto port = config.GetInt("port", 445);
+    auto version = config.GetString("smb_version", "");
+    auto mount_timeout = config.GetInt("mount_timeout_seconds", 60);
+    for (const Status* s : {&mount_root.status(), &helper.status(), &privacy.status(), &port.status(),
+                            &version.status(), &mount_timeout.status()}) {
+      if (!s->ok()) return s->WithContext("smb group");
+    }
+    if (*port < 1 || *port > 65535) return InvalidArgument("smb group: group key 'port' must be 1..65535");
+    if (*mount_timeout < 1 || *mount_timeout > 3600) {
+      return InvalidArgument("smb group: group key 'mount_timeout_seconds' must be 1..3600");
+    }
+    // The version goes into the mount option string: digits and dots only ("3.1.1", "3.0", "default" aside).
+    if (!version->empty() && *version != "default" &&
+        version->find_first_not_of("0123456789.") != std::string::npos) {
+      return InvalidArgument("smb group: group key 'smb_version' must look like 3.1.1 or be \"default\"");
+    }
+    options.mount_root = *mount_root;
+    options.mount_helper = *helper;
+    options.require_privacy = *privacy;
+    options.port = static_cast<uint16_t>(*port);
+    options.smb_version = *version;
+    options.mount_timeout = std::chrono::seconds(*mount_timeout);
+    options.log = HostLog;
+    auto backend = MakeLinuxSmbBackend(options, *policy);
+    if (!backend.ok()) return backend.status().WithContext("smb group");
+    service_ = std::make_unique<SmbService>(std::move(*backend), std::move(*policy), HostLog);
+
+    AddMethods<v1Messages>(host.AddService("v1", "v1.Smb"), *service_);
+    AddMethods<v1beta2Messages>(host.AddService("v1beta2", "v1beta2.Smb"), *service_);
+    AddMethods<v1beta1Messages>(host.AddService("v1beta1", "v1beta1.Smb"), *service_);
+    AddMethods<v1alpha1Messages>(host.AddService("v1alpha1", "v1alpha1.Smb"), *service_);
+    sdk::LogInfo("smb group ready; mappings under " + options.mount_root + ", SMB3 encryption " +
+                 (options.require_privacy ? "required" : "not requested"));
+    if (Status cifs = EnsureKernelCifs(); !cifs.ok()) {
+      sdk::LogWarn(cifs.message() + "; NewSmbGlobalMapping will fail until that is fixed");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<SmbService> service_;
+};
+
+}  // namespace
+}  // namespace csi_proxy::smb
+
+CSI_PROXY_PLUGIN(csi_proxy::smb::SmbPlugin, "smb", "0.1.0")
