@@ -215,6 +215,18 @@ TEST_F(IscsiEndToEnd, V1alpha1ServesTheSamePortalsWithoutSetMutualChapSecret) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
 }
 
+TEST(IscsiGroupConfig, AnUnknownGroupKeyRefusesTheGroup) {
+  HostProcess host("[groups.iscsi]\nrequired = true\nstate_directory = \"/tmp/x\"\n");
+  EXPECT_FALSE(host.Start({kV1alpha2}, std::chrono::seconds(10)));
+  EXPECT_NE(host.log().find("unknown key 'state_directory' in [groups.iscsi]"), std::string::npos) << host.log();
+}
+
+TEST(IscsiGroupConfig, AnInvalidInitiatorNameRefusesTheGroup) {
+  HostProcess host("[groups.iscsi]\nrequired = true\ninitiator_name = \"not an iqn\"\n");
+  EXPECT_FALSE(host.Start({kV1alpha2}, std::chrono::seconds(10)));
+  EXPECT_NE(host.log().find("initiator_name"), std::string::npos) << host.log();
+}
+
 TEST_F(IscsiEndToEnd, MetacharactersAreRefusedAndNothingIsStored) {
   for (const std::string bad : {"127.0.0.1;reboot", "$(reboot)", "`id`", "a b", "x,y=z", "x\ny"}) {
     EXPECT_EQ(Add(Portal(bad, 3260)).error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;

@@ -172,6 +172,12 @@ TEST_F(SmbEndToEnd, ABadGroupKeyRefusesTheGroupWithAClearMessage) {
   EXPECT_NE(host.log().find("mount_helper must be an absolute path"), std::string::npos) << host.log();
 }
 
+TEST_F(SmbEndToEnd, AnUnknownGroupKeyRefusesTheGroup) {
+  HostProcess host("[groups.smb]\nrequired = true\nrequire_privasy = false\n");
+  EXPECT_FALSE(host.Start({kV1}, std::chrono::seconds(10)));
+  EXPECT_NE(host.log().find("unknown key 'require_privasy' in [groups.smb]"), std::string::npos) << host.log();
+}
+
 // Where the kernel has cifs: the whole flow through the host against a real Samba share.
 TEST_F(SmbEndToEnd, MapWriteReadUnmapAgainstARealSambaShare) {
   if (Status cifs = smb::EnsureKernelCifs(); !cifs.ok()) GTEST_SKIP() << cifs.message();
