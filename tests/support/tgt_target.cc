@@ -4,7 +4,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -24,12 +28,7 @@
 namespace csi_proxy::test_support {
 namespace {
 
-constexpr const char* kRunDir = "/var/run/tgtd";
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0;
-}
+using Clock = std::chrono::steady_clock;
 
 uint16_t FreeLoopbackPort(const std::string& address) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -59,6 +58,20 @@ bool Listening(const std::string& address, uint16_t port) {
   return ok;
 }
 
+// waitpid with a time limit; kills (SIGKILL) and reaps the child when it is exceeded. Returns the wait status,
+// or -1 when the child had to be killed.
+int WaitWithTimeout(pid_t pid, std::chrono::milliseconds budget) {
+  auto deadline = Clock::now() + budget;
+  int status = 0;
+  while (Clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
 }  // namespace
 
 std::unique_ptr<TgtTarget> TgtTarget::Start(const TgtTargetOptions& options, std::string* why_not) {
@@ -81,17 +94,47 @@ std::unique_ptr<TgtTarget> TgtTarget::Start(const TgtTargetOptions& options, std
     return nullptr;
   }
   target->dir_ = tmpl;
+  target->run_dir_ = target->dir_ + "/run";
+  std::filesystem::create_directory(target->run_dir_);
+  for (const char* path : {"/run", "/var/run"}) {
+    char real[PATH_MAX];
+    if (realpath(path, real) == nullptr) continue;
+    bool seen = false;
+    for (const auto& b : target->bind_points_) seen = seen || b == real;
+    if (!seen) target->bind_points_.push_back(real);
+  }
   if (!target->Launch(why_not) || !target->Configure(why_not)) return nullptr;  // the destructor cleans up
   return target;
 }
 
+pid_t TgtTarget::SpawnWithPrivateRun(const std::vector<std::string>& args, int out_fd) const {
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child: nothing but async-signal-safe calls from here on.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // must not outlive a crashed test binary
+  if (getppid() != parent) _exit(127);
+  if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(126);
+  for (const auto& point : bind_points_) {
+    if (mount(run_dir_.c_str(), point.c_str(), nullptr, MS_BIND, nullptr) != 0) _exit(125);
+  }
+  int null_fd = open("/dev/null", O_RDONLY);
+  dup2(null_fd, STDIN_FILENO);
+  dup2(out_fd, STDOUT_FILENO);
+  dup2(out_fd, STDERR_FILENO);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execv(argv[0], argv.data());
+  _exit(127);
+}
+
 bool TgtTarget::Launch(std::string* why_not) {
-  created_run_dir_ = !Exists(kRunDir);
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    // A control number no other tgtd uses: tgtd names its socket /var/run/tgtd/socket.<n>.
-    control_port_ = 20000 + static_cast<int>((getpid() * 7919u + static_cast<unsigned>(attempt) * 104729u) % 40000u);
-    std::string socket_path = std::string(kRunDir) + "/socket." + std::to_string(control_port_);
-    if (Exists(socket_path) || Exists(socket_path + ".lock")) continue;
+  for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = options_.port != 0 ? options_.port : FreeLoopbackPort(options_.address);
     if (port_ == 0) {
       *why_not = "no free loopback port";
@@ -103,44 +146,19 @@ bool TgtTarget::Launch(std::string* why_not) {
       *why_not = "cannot create " + log_path;
       return false;
     }
-    std::vector<std::string> args = {tgtd_, "-f", "-C", std::to_string(control_port_), "--iscsi",
-                                     "portal=" + options_.address + ":" + std::to_string(port_)};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-      close(log_fd);
+    pid_ = SpawnWithPrivateRun({tgtd_, "-f", "--iscsi", "portal=" + options_.address + ":" + std::to_string(port_)},
+                               log_fd);
+    close(log_fd);
+    if (pid_ < 0) {
       *why_not = std::string("fork: ") + std::strerror(errno);
       return false;
     }
-    if (pid == 0) {
-      // The target must not outlive a crashed test binary.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      int null_fd = open("/dev/null", O_RDONLY);
-      dup2(null_fd, STDIN_FILENO);
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(log_fd);
-    pid_ = pid;
     // Ready when the control socket answers and the portal accepts connections.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        // It died (e.g. the port was taken meanwhile). The socket files of this number were not there before
-        // this attempt, so they are ours to remove; then try another number.
-        pid_ = -1;
-        unlink(socket_path.c_str());
-        unlink((socket_path + ".lock").c_str());
+        pid_ = -1;  // it died (e.g. the port was taken meanwhile): try another port
         break;
       }
       std::string ignored;
@@ -151,6 +169,7 @@ bool TgtTarget::Launch(std::string* why_not) {
       *why_not = "tgtd did not come up within 10 s: " + Log();
       return false;
     }
+    if (options_.port != 0) break;
   }
   *why_not = "tgtd failed to start: " + Log();
   return false;
@@ -203,17 +222,38 @@ bool TgtTarget::Configure(std::string* why_not) {
 }
 
 bool TgtTarget::Tgtadm(const std::vector<std::string>& args, std::string* why_not) const {
-  std::vector<std::string> argv = {tgtadm_, "-C", std::to_string(control_port_)};
+  std::vector<std::string> argv = {tgtadm_};
   argv.insert(argv.end(), args.begin(), args.end());
-  common::ProgramOptions options;
-  options.timeout = std::chrono::seconds(10);
-  auto result = common::RunProgram(argv, options);
-  if (!result.ok()) {
-    *why_not = "tgtadm: " + result.status().message();
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    *why_not = std::string("pipe: ") + std::strerror(errno);
     return false;
   }
-  if (result->exit_code != 0) {
-    *why_not = "tgtadm " + args[0] + " " + (args.size() > 3 ? args[3] : "") + " failed: " + result->output;
+  pid_t pid = SpawnWithPrivateRun(argv, pipe_fds[1]);
+  close(pipe_fds[1]);
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    *why_not = std::string("fork: ") + std::strerror(errno);
+    return false;
+  }
+  std::string output;
+  char buf[4096];
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    pollfd pfd{pipe_fds[0], POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
+    ssize_t n = read(pipe_fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    output.append(buf, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  int status = WaitWithTimeout(pid, std::chrono::seconds(5));
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    *why_not = "tgtadm";
+    for (const auto& a : args) *why_not += " " + a;
+    *why_not += " failed (status " + std::to_string(status) + "): " + output;
     return false;
   }
   return true;
@@ -227,36 +267,16 @@ std::string TgtTarget::Log() const {
 }
 
 void TgtTarget::Stop() {
-  if (pid_ > 0) {
-    // tgtd ignores SIGTERM and does not exit while it has targets: delete them, then ask it to shut down.
-    std::string ignored;
-    for (size_t tid = 1; tid <= options_.iqns.size(); ++tid) {
-      Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "delete", "--force", "--tid", std::to_string(tid)},
-             &ignored);
-    }
-    Tgtadm({"--mode", "sys", "--op", "delete"}, &ignored);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    int status = 0;
-    bool gone = false;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        gone = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (!gone) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
+  if (pid_ <= 0) return;
+  // tgtd ignores SIGTERM and does not exit while it has targets: delete them, then ask it to shut down.
+  std::string ignored;
+  for (size_t tid = 1; tid <= options_.iqns.size(); ++tid) {
+    Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "delete", "--force", "--tid", std::to_string(tid)},
+           &ignored);
   }
-  if (control_port_ != 0) {
-    std::string socket_path = std::string(kRunDir) + "/socket." + std::to_string(control_port_);
-    unlink(socket_path.c_str());
-    unlink((socket_path + ".lock").c_str());
-    if (created_run_dir_) rmdir(kRunDir);  // only if empty: another test's tgtd may still use it
-  }
+  Tgtadm({"--mode", "sys", "--op", "delete"}, &ignored);
+  WaitWithTimeout(pid_, std::chrono::seconds(5));
+  pid_ = -1;
 }
 
 TgtTarget::~TgtTarget() {

@@ -1,7 +1,8 @@
 // A real iSCSI target for tests: a private tgtd (Linux SCSI target framework) on loopback with one file-backed
-// LUN per target, its own control socket (/var/run/tgtd/socket.<n>, n chosen free) and its own temp dir.
-// Everything it starts or creates is stopped and removed by the destructor: the tgtd it spawned (by pid), the
-// socket files of that control number, the backing files.
+// LUN per target and its own temp dir. Its control socket is private too: tgtd and every tgtadm run in a mount
+// namespace of their own where /run is the temp dir's run/, so tgtd's fixed /run/tgtd/socket.0 lands in the temp
+// dir and no other tgtd (a system one, a parallel test's) can collide with it. The destructor stops the tgtd it
+// spawned (by pid) and removes the temp dir (backing files, socket, log).
 #pragma once
 
 #include <sys/types.h>
@@ -35,7 +36,6 @@ class TgtTarget {
   uint16_t port() const { return port_; }
   const std::vector<std::string>& iqns() const { return options_.iqns; }
   pid_t pid() const { return pid_; }
-  int control_port() const { return control_port_; }
   std::string Log() const;  // tgtd's output so far, for failure messages
 
  private:
@@ -43,15 +43,18 @@ class TgtTarget {
   bool Launch(std::string* why_not);
   bool Configure(std::string* why_not);
   bool Tgtadm(const std::vector<std::string>& args, std::string* why_not) const;
+  // Forks and runs `args` in a private mount namespace with the temp dir's run/ as /run; stdout and stderr go
+  // to `out_fd`.
+  pid_t SpawnWithPrivateRun(const std::vector<std::string>& args, int out_fd) const;
   void Stop();
 
   TgtTargetOptions options_;
   std::string dir_;      // private temp dir (backing files, log)
   std::string tgtd_, tgtadm_;
+  std::string run_dir_;   // bound over /run (and /var/run) in tgtd's and tgtadm's mount namespace
+  std::vector<std::string> bind_points_;  // the real paths of /run and /var/run
   uint16_t port_ = 0;
-  int control_port_ = 0;
   pid_t pid_ = -1;
-  bool created_run_dir_ = false;
 };
 
 }  // namespace csi_proxy::test_support
