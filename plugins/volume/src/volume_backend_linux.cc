@@ -12,7 +12,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "confined_open_linux.h"
 #include "mount_linux.h"
@@ -83,6 +86,34 @@ bool HasCapSysResource() {
   __user_cap_data_struct data[2]{};
   if (syscall(SYS_capget, &header, data) != 0) return false;
   return (data[CAP_SYS_RESOURCE / 32].effective & (1u << (CAP_SYS_RESOURCE % 32))) != 0;
+}
+
+uint32_t Le32(const unsigned char* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | (uint32_t{p[3]} << 24); }
+uint32_t Be32(const unsigned char* p) { return (uint32_t{p[0]} << 24) | (p[1] << 16) | (p[2] << 8) | p[3]; }
+
+// The size a filesystem believes it has, from two fields of its superblock (ext2/3/4: block count and size at
+// 1024 bytes in; xfs: sb_blocksize and sb_dblocks at the start). nullopt when unreadable or unrecognised, which
+// makes the caller run the grower anyway.
+std::optional<uint64_t> FilesystemBytes(const std::string& device, const std::string& fs_type) {
+  UniqueFd fd(open(device.c_str(), O_RDONLY | O_CLOEXEC));
+  unsigned char sb[1024];
+  if (!fd.valid()) return std::nullopt;
+  if (IsExt(fs_type)) {
+    if (pread(fd.get(), sb, sizeof sb, 1024) != static_cast<ssize_t>(sizeof sb)) return std::nullopt;
+    if (sb[0x38] != 0x53 || sb[0x39] != 0xef) return std::nullopt;  // magic 0xEF53
+    const uint32_t log_block = Le32(sb + 0x18);
+    if (log_block > 6) return std::nullopt;
+    uint64_t blocks = Le32(sb + 0x04);
+    if (Le32(sb + 0x60) & 0x80) blocks |= uint64_t{Le32(sb + 0x150)} << 32;  // INCOMPAT_64BIT: s_blocks_count_hi
+    return blocks * (uint64_t{1024} << log_block);
+  }
+  if (fs_type == "xfs") {
+    if (pread(fd.get(), sb, 16, 0) != 16 || std::memcmp(sb, "XFSB", 4) != 0) return std::nullopt;
+    const uint64_t block_size = Be32(sb + 4);
+    const uint64_t blocks = (uint64_t{Be32(sb + 8)} << 32) | Be32(sb + 12);
+    return blocks * block_size;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -200,35 +231,51 @@ Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t si
     return FailedPrecondition(what + " holds " + DescribeSignature(*sig) + "; refusing to resize it");
   }
   const std::string fs_type = sig->fs_type;
-  // Everything that could refuse is checked before the partition changes.
   if (!fs_type.empty()) {
     if (!IsSupportedFilesystem(fs_type)) {
       return FailedPrecondition("growing a " + fs_type + " filesystem is not supported (ext2/3/4 and xfs are)");
     }
     auto grower = common::FindSystemProgram(IsExt(fs_type) ? "resize2fs" : "xfs_growfs");
     if (!grower.ok()) return grower.status();
-    auto mounts = common::ReadMountTable();
-    if (!mounts.ok()) return mounts.status();
-    if (IsExt(fs_type) && !common::MountsOfDevice(*mounts, volume->devno).empty() && !HasCapSysResource()) {
+  }
+  auto mounts = common::ReadMountTable();
+  if (!mounts.ok()) return mounts.status();
+  const bool mounted = !common::MountsOfDevice(*mounts, volume->devno).empty();
+
+  // The filesystem grows when the partition (as it will be) exceeds it by an alignment unit or more.
+  const std::optional<uint64_t> fs_bytes = fs_type.empty() ? std::nullopt : FilesystemBytes(volume->path, fs_type);
+  auto fs_needs_growth = [&](uint64_t partition_bytes) {
+    return !fs_type.empty() && (!fs_bytes || partition_bytes >= *fs_bytes + kMinPartitionGrowth);
+  };
+  // Everything that could refuse the filesystem's growth is checked before the partition changes.
+  auto can_grow = [&](uint64_t partition_bytes) -> Status {
+    if (fs_needs_growth(partition_bytes) && IsExt(fs_type) && mounted && !HasCapSysResource()) {
       // The kernel's online ext4 resize demands CAP_SYS_RESOURCE (xfs growth needs only CAP_SYS_ADMIN).
       return FailedPrecondition(what +
                                 " is mounted and growing ext4 online needs CAP_SYS_RESOURCE, which this "
                                 "process lacks; grant it to the service or unmount the volume first");
     }
-  }
+    return Status::Ok();
+  };
+
+  uint64_t partition_bytes = volume->size_bytes;
   if (volume->is_partition) {
-    CSI_PROXY_RETURN_IF_ERROR(GrowPartition(*volume, size_bytes).WithContext("growing the partition of " + what));
+    CSI_PROXY_RETURN_IF_ERROR(
+        GrowPartition(*volume, size_bytes, can_grow, partition_bytes).WithContext("growing the partition of " + what));
   } else if (static_cast<uint64_t>(size_bytes) > volume->size_bytes) {
     return Status(Code::kOutOfRange, what + " is a whole disk of " + std::to_string(volume->size_bytes) +
                                          " bytes; it cannot grow to " + std::to_string(size_bytes) + " bytes");
   }
-  if (fs_type.empty()) return Status::Ok();
+  if (!fs_needs_growth(partition_bytes)) return Status::Ok();  // growing to the current size changes nothing
+  CSI_PROXY_RETURN_IF_ERROR(can_grow(partition_bytes));
   auto grown = Volume(volume->path);  // the new size
   if (!grown.ok()) return grown.status();
   return GrowFilesystem(*grown, fs_type).WithContext("growing the " + fs_type + " filesystem of " + what);
 }
 
-Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size_bytes) {
+Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size_bytes,
+                                         const std::function<Status(uint64_t)>& before_write,
+                                         uint64_t& partition_bytes) {
   auto disk = devices_.DiskOf(volume);
   if (!disk.ok()) return disk.status();
   // Not O_EXCL: the volume may be mounted (online growth). The disk lock keeps partitioners out.
@@ -280,7 +327,9 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
     return Status(Code::kOutOfRange, "the partition can grow to at most " + std::to_string(max_sectors * sector) +
                                          " bytes, not " + std::to_string(size_bytes) + " (grow the disk first)");
   }
+  partition_bytes = size * sector;
   if (wanted <= size || (wanted - size) * sector < kMinPartitionGrowth) return Status::Ok();  // never shrink
+  CSI_PROXY_RETURN_IF_ERROR(before_write(wanted * sector));
 
   std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> change(fdisk_new_partition());
   if (!change) return Internal("libfdisk: out of memory");
@@ -294,7 +343,10 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
   }
   fdisk_deassign_device(cxt.get(), /*nosync=*/1);
   if (fsync(fd->get()) != 0) return Internal(ErrnoMessage("fsync " + disk->path, errno));
-  return common::KernelResizePartition(fd->get(), volume.partition_number, start * sector, wanted * sector);
+  CSI_PROXY_RETURN_IF_ERROR(
+      common::KernelResizePartition(fd->get(), volume.partition_number, start * sector, wanted * sector));
+  partition_bytes = wanted * sector;
+  return Status::Ok();
 }
 
 Status LinuxVolumeBackend::GrowFilesystem(const BlockDevice& volume, const std::string& fs_type) {

@@ -2,6 +2,8 @@
 // libfdisk and BLKPG to grow partitions; the kernel's mount API on directories opened under the path policy.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "block_devices_linux.h"
@@ -39,7 +41,10 @@ class LinuxVolumeBackend final : public VolumeBackend {
  private:
   StatusOr<common::BlockDevice> Volume(const std::string& volume_id) const;
   StatusOr<common::UniqueFd> OpenTarget(const common::ConfinedPath& target) const;
-  Status GrowPartition(const common::BlockDevice& volume, int64_t size_bytes);
+  // Grows the partition to `size_bytes` (0: the maximum); calls `before_write` with the new size before it
+  // changes anything. `partition_bytes` is the partition's size afterwards (also when nothing changed).
+  Status GrowPartition(const common::BlockDevice& volume, int64_t size_bytes,
+                       const std::function<Status(uint64_t)>& before_write, uint64_t& partition_bytes);
   Status GrowFilesystem(const common::BlockDevice& volume, const std::string& fs_type);
 
   common::PathPolicy policy_;

@@ -20,7 +20,7 @@ namespace {
 
 using testing::Designator;
 using testing::LoopDevice;
-using testing::TempDir;
+using testing::PrivateTempDir;
 using testing::VpdPage;
 
 // ---- parsing --------------------------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ TEST(BlockDevices, DescribeUseNamesTheMountPoint) {
   auto mkfs = testing::SystemProgram("mkfs.ext4");
   if (mkfs.empty()) GTEST_SKIP() << "needs mkfs.ext4";
   ASSERT_TRUE(RunProgramChecked({mkfs, "-q", "-F", loop.path()}).ok());
-  TempDir dir;
+  PrivateTempDir dir;
   std::string mnt = dir.MakeDir("mnt");
   ASSERT_EQ(mount(loop.path().c_str(), mnt.c_str(), "ext4", 0, nullptr), 0) << strerror(errno);
   BlockDevices devices;

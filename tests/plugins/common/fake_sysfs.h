@@ -71,7 +71,7 @@ class FakeScsiDisk {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  TempDir dir_;
+  PrivateTempDir dir_;
   std::string scsi_dir_;
   std::string host_scan_;
   common::BlockDeviceRoots roots_;

@@ -27,14 +27,14 @@ namespace csi_proxy::testing {
 
 // mkdtemp under /tmp. The destructor detaches mounts beneath it (only ours: the directory is private and new),
 // then removes it, unless something stayed mounted (never delete across a mount).
-class TempDir {
+class PrivateTempDir {
  public:
-  TempDir() {
+  PrivateTempDir() {
     std::string templ = "/tmp/csi-proxy-test-XXXXXX";
     if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error(std::string("mkdtemp: ") + strerror(errno));
     path_ = templ;
   }
-  ~TempDir() {
+  ~PrivateTempDir() {
     bool mounted = false;
     for (int round = 0; round < 3; ++round) {
       mounted = false;
@@ -56,8 +56,8 @@ class TempDir {
       std::filesystem::remove_all(path_, ec);
     }
   }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  PrivateTempDir(const PrivateTempDir&) = delete;
+  PrivateTempDir& operator=(const PrivateTempDir&) = delete;
   const std::string& path() const { return path_; }
   std::string Sub(const std::string& name) const { return path_ + "/" + name; }
   std::string MakeDir(const std::string& name) const {
@@ -178,7 +178,7 @@ class LoopDevice {
     throw std::runtime_error("loop device fixture: " + what + ": " + strerror(errno));
   }
 
-  TempDir dir_;
+  PrivateTempDir dir_;
   std::string backing_;
   int fd_ = -1;
   std::string path_;

@@ -21,7 +21,7 @@ namespace csi_proxy::disk {
 namespace {
 
 using testing::LoopDevice;
-using testing::TempDir;
+using testing::PrivateTempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 const std::string kBasicDataGuid = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
@@ -110,7 +110,7 @@ TEST_F(DiskServiceTest, PartitionDiskOnAPartitionedDiskWithAMountedVolumeSucceed
   LoopDevice loop(64 * kMiB);
   ASSERT_TRUE(service_.PartitionDisk(loop.DiskNumber()).ok());
   MakeFilesystem(loop.PartitionPath(1));
-  TempDir dir;
+  PrivateTempDir dir;
   std::string mnt = dir.MakeDir("mnt");
   ASSERT_EQ(mount(loop.PartitionPath(1).c_str(), mnt.c_str(), "ext4", 0, nullptr), 0);
   EXPECT_TRUE(service_.PartitionDisk(loop.DiskNumber()).ok());  // a retried NodeStage does this
@@ -134,7 +134,7 @@ TEST_F(DiskServiceTest, PartitionDiskRefusesAFilesystemOnTheWholeDiskAndKeepsIt)
 TEST_F(DiskServiceTest, PartitionDiskRefusesAMountedWholeDiskAndItsDataSurvives) {
   LoopDevice loop(64 * kMiB);
   MakeFilesystem(loop.path());
-  TempDir dir;
+  PrivateTempDir dir;
   std::string mnt = dir.MakeDir("mnt");
   ASSERT_EQ(mount(loop.path().c_str(), mnt.c_str(), "ext4", 0, nullptr), 0);
   std::ofstream(mnt + "/precious.txt") << "keep me";

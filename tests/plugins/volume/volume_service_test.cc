@@ -26,7 +26,7 @@ namespace csi_proxy::volume {
 namespace {
 
 using testing::LoopDevice;
-using testing::TempDir;
+using testing::PrivateTempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kGiB = 1 << 30;
@@ -90,7 +90,7 @@ class VolumeServiceTest : public ::testing::Test {
   // Formats, mounts, grows the disk and expands the mounted volume.
   void GrowMountedVolume(const std::string& fs_type);
 
-  TempDir dir_;
+  PrivateTempDir dir_;
   std::string kubelet_;
   disk::LinuxDiskBackend disk_backend_;
   disk::DiskService disks_{disk_backend_};
@@ -276,6 +276,16 @@ TEST_F(VolumeServiceTest, ResizeToAGivenSizeGrowsThePartitionToThatSize) {
   EXPECT_EQ(entries->front().size_bytes, 384 * kMiB) << "the on-disk table agrees with the kernel";
   EXPECT_EQ(entries->front().start_bytes, 1 * kMiB) << "the start stays";
   EXPECT_EQ(loop.ReadAt(512 * kMiB - 512, 8), "EFI PART") << "the backup GPT header moved to the new end";
+}
+
+TEST_F(VolumeServiceTest, ResizeOfAnUnformattedVolumeGrowsOnlyThePartition) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = StageDisk(loop);
+  loop.Grow(256 * kMiB);
+  auto status = service_->ResizeVolume(id, 0);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_GT(PartitionSize(id), 250 * kMiB);
+  EXPECT_FALSE(*service_->IsVolumeFormatted(id));
 }
 
 TEST_F(VolumeServiceTest, ResizeNeverShrinksAndGrowingToTheCurrentSizeChangesNothing) {

@@ -1,0 +1,384 @@
+// End to end: the real csi-proxy host with the real disk and volume group libraries, called over their real Unix
+// sockets with upstream's wire messages, on real loop devices: upstream's volume sequence (v1 and v2alpha1),
+// its negative cases, the refusals that keep data safe, and several disks staged at once.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "block_devices_linux.h"
+#include "grpc_client.h"
+#include "host_process.h"
+#include "loop_device.h"
+#include "v1/disk.pb.h"
+#include "v1/volume.pb.h"
+#include "v2alpha1/volume.pb.h"
+
+namespace csi_proxy::volume {
+namespace {
+
+using csi_proxy::testing::Call;
+using csi_proxy::testing::Dial;
+using csi_proxy::testing::HostProcess;
+using csi_proxy::testing::LoopDevice;
+using csi_proxy::testing::PrivateTempDir;
+using Code = grpc::StatusCode;
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kGiB = 1 << 30;
+constexpr const char* kDiskV1 = "csi-proxy-disk-v1";
+constexpr const char* kVolumeV1 = "csi-proxy-volume-v1";
+constexpr const char* kVolumeV2alpha1 = "csi-proxy-volume-v2alpha1";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A client of one volume API version; v1 and v2alpha1 share every message shape, so it is written once.
+#define CSI_PROXY_VOLUME_CLIENT(ns, service)                                                       \
+  struct ns##Client {                                                                              \
+    std::shared_ptr<grpc::Channel> channel;                                                        \
+    static std::string M(const char* name) { return std::string("/" #ns "." service "/") + name; } \
+    grpc::Status List(uint32_t disk, std::vector<std::string>* ids, uint32_t partition = 0) {      \
+      ns::ListVolumesOnDiskRequest req;                                                            \
+      req.set_disk_number(disk);                                                                   \
+      req.set_partition_number(partition);                                                         \
+      ns::ListVolumesOnDiskResponse resp;                                                          \
+      auto s = Call(channel, M("ListVolumesOnDisk"), req, &resp);                                  \
+      ids->assign(resp.volume_ids().begin(), resp.volume_ids().end());                             \
+      return s;                                                                                    \
+    }                                                                                              \
+    grpc::Status Mount(const std::string& id, const std::string& target) {                         \
+      ns::MountVolumeRequest req;                                                                  \
+      req.set_volume_id(id);                                                                       \
+      req.set_target_path(target);                                                                 \
+      ns::MountVolumeResponse resp;                                                                \
+      return Call(channel, M("MountVolume"), req, &resp);                                          \
+    }                                                                                              \
+    grpc::Status Unmount(const std::string& id, const std::string& target) {                       \
+      ns::UnmountVolumeRequest req;                                                                \
+      req.set_volume_id(id);                                                                       \
+      req.set_target_path(target);                                                                 \
+      ns::UnmountVolumeResponse resp;                                                              \
+      return Call(channel, M("UnmountVolume"), req, &resp);                                        \
+    }                                                                                              \
+    grpc::Status IsFormatted(const std::string& id, bool* formatted) {                             \
+      ns::IsVolumeFormattedRequest req;                                                            \
+      req.set_volume_id(id);                                                                       \
+      ns::IsVolumeFormattedResponse resp;                                                          \
+      auto s = Call(channel, M("IsVolumeFormatted"), req, &resp);                                  \
+      *formatted = resp.formatted();                                                               \
+      return s;                                                                                    \
+    }                                                                                              \
+    grpc::Status Format(const std::string& id) {                                                   \
+      ns::FormatVolumeRequest req;                                                                 \
+      req.set_volume_id(id);                                                                       \
+      ns::FormatVolumeResponse resp;                                                               \
+      return Call(channel, M("FormatVolume"), req, &resp, std::chrono::minutes(5));                \
+    }                                                                                              \
+    grpc::Status Resize(const std::string& id, int64_t size) {                                     \
+      ns::ResizeVolumeRequest req;                                                                 \
+      req.set_volume_id(id);                                                                       \
+      req.set_size_bytes(size);                                                                    \
+      ns::ResizeVolumeResponse resp;                                                               \
+      return Call(channel, M("ResizeVolume"), req, &resp, std::chrono::minutes(5));                \
+    }                                                                                              \
+    grpc::Status Stats(const std::string& id, int64_t* total, int64_t* used) {                     \
+      ns::GetVolumeStatsRequest req;                                                               \
+      req.set_volume_id(id);                                                                       \
+      ns::GetVolumeStatsResponse resp;                                                             \
+      auto s = Call(channel, M("GetVolumeStats"), req, &resp);                                     \
+      *total = resp.total_bytes();                                                                 \
+      *used = resp.used_bytes();                                                                   \
+      return s;                                                                                    \
+    }                                                                                              \
+    grpc::Status DiskNumber(const std::string& id, uint32_t* number) {                             \
+      ns::GetDiskNumberFromVolumeIDRequest req;                                                    \
+      req.set_volume_id(id);                                                                       \
+      ns::GetDiskNumberFromVolumeIDResponse resp;                                                  \
+      auto s = Call(channel, M("GetDiskNumberFromVolumeID"), req, &resp);                          \
+      *number = resp.disk_number();                                                                \
+      return s;                                                                                    \
+    }                                                                                              \
+    grpc::Status IdFromTarget(const std::string& target, std::string* id) {                        \
+      ns::GetVolumeIDFromTargetPathRequest req;                                                    \
+      req.set_target_path(target);                                                                 \
+      ns::GetVolumeIDFromTargetPathResponse resp;                                                  \
+      auto s = Call(channel, M("GetVolumeIDFromTargetPath"), req, &resp);                          \
+      *id = resp.volume_id();                                                                      \
+      return s;                                                                                    \
+    }                                                                                              \
+    grpc::Status WriteCache(const std::string& id) {                                               \
+      ns::WriteVolumeCacheRequest req;                                                             \
+      req.set_volume_id(id);                                                                       \
+      ns::WriteVolumeCacheResponse resp;                                                           \
+      return Call(channel, M("WriteVolumeCache"), req, &resp);                                     \
+    }                                                                                              \
+  };
+CSI_PROXY_VOLUME_CLIENT(v1, "Volume")
+CSI_PROXY_VOLUME_CLIENT(v2alpha1, "Volume")
+#undef CSI_PROXY_VOLUME_CLIENT
+
+class VolumeEndToEnd : public ::testing::Test {
+ protected:
+  explicit VolumeEndToEnd(const std::string& fs_type = "ext4")
+      : kubelet_(dir_.MakeDir("kubelet")),
+        host_(
+            "[groups.disk]\nrequired = true\n[groups.volume]\nrequired = true\ndefault_fs_type = \"" + fs_type + "\"\n",
+            "kubelet_path = \"" + kubelet_ + "\"\n") {}
+
+  void SetUp() override {
+    CSI_PROXY_SKIP_WITHOUT_LOOP_DEVICES();
+    if (testing::SystemProgram("mkfs.ext4").empty()) GTEST_SKIP() << "needs mkfs.ext4";
+    ASSERT_TRUE(host_.Start({kDiskV1, kVolumeV1, kVolumeV2alpha1})) << host_.error() << "\n" << host_.log();
+    disk_ = Dial(host_.endpoint(kDiskV1));
+    v1_.channel = Dial(host_.endpoint(kVolumeV1));
+    v2_.channel = Dial(host_.endpoint(kVolumeV2alpha1));
+  }
+
+  grpc::Status PartitionDisk(uint32_t number) {
+    v1::PartitionDiskRequest req;
+    req.set_disk_number(number);
+    v1::PartitionDiskResponse resp;
+    return Call(disk_, "/v1.Disk/PartitionDisk", req, &resp);
+  }
+  grpc::Status Rescan() {
+    v1::RescanRequest req;
+    v1::RescanResponse resp;
+    return Call(disk_, "/v1.Disk/Rescan", req, &resp);
+  }
+  int64_t DiskSize(uint32_t number) {
+    v1::GetDiskStatsRequest req;
+    req.set_disk_number(number);
+    v1::GetDiskStatsResponse resp;
+    EXPECT_TRUE(Call(disk_, "/v1.Disk/GetDiskStats", req, &resp).ok());
+    return resp.total_bytes();
+  }
+  grpc::Status Closest(const std::string& target, std::string* id) {
+    v2alpha1::GetClosestVolumeIDFromTargetPathRequest req;
+    req.set_target_path(target);
+    v2alpha1::GetClosestVolumeIDFromTargetPathResponse resp;
+    auto s = Call(v2_.channel, "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath", req, &resp);
+    *id = resp.volume_id();
+    return s;
+  }
+
+  static uint64_t PartitionSize(const std::string& id) {
+    auto device = common::BlockDevices().ResolveVolumeId(id);
+    return device.ok() ? device->size_bytes : 0;
+  }
+  // Filesystem metadata takes more than upstream's 20 MiB on a gigabyte; within 10% below the partition size.
+  static void ExpectSizeAround(int64_t actual, uint64_t expected) {
+    EXPECT_LE(actual, static_cast<int64_t>(expected));
+    EXPECT_GE(actual, static_cast<int64_t>(expected * 9 / 10)) << "expected about " << expected;
+  }
+
+  template <typename Client>
+  void RunUpstreamSequence(Client& client, const std::string& fs_type, const std::string& name);
+
+  PrivateTempDir dir_;  // declared first: gone last, after the host stopped; unmounts whatever a test left
+  std::string kubelet_;
+  HostProcess host_;
+  std::shared_ptr<grpc::Channel> disk_;
+  v1Client v1_;
+  v2alpha1Client v2_;
+};
+
+// Upstream's volume test: diskInit (partitioned disk), list, format, stats, grow and expand, disk number,
+// mount, use, look up by target path, unmount. With v2alpha1 also GetClosestVolumeIDFromTargetPath.
+template <typename Client>
+void VolumeEndToEnd::RunUpstreamSequence(Client& client, const std::string& fs_type, const std::string& name) {
+  LoopDevice loop(1 * kGiB);
+  ASSERT_TRUE(PartitionDisk(loop.DiskNumber()).ok());
+
+  std::vector<std::string> ids;
+  auto status = client.List(loop.DiskNumber(), &ids);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(ids.size(), 1u);
+  const std::string id = ids.front();
+  EXPECT_EQ(id, loop.PartitionPath(1));
+
+  bool formatted = true;
+  ASSERT_TRUE(client.IsFormatted(id, &formatted).ok());
+  EXPECT_FALSE(formatted);
+  status = client.Format(id);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_TRUE(client.IsFormatted(id, &formatted).ok());
+  EXPECT_TRUE(formatted);
+  EXPECT_EQ(common::ProbeSignatures(id)->fs_type, fs_type);
+
+  int64_t total = 0, used = 0;
+  status = client.Stats(id, &total, &used);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ExpectSizeAround(total, PartitionSize(id));
+  const int64_t first_total = total;
+
+  loop.Grow(2 * kGiB);
+  ASSERT_TRUE(Rescan().ok());
+  status = client.Resize(id, 0);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_TRUE(client.Stats(id, &total, &used).ok());
+  ExpectSizeAround(total, PartitionSize(id));
+  EXPECT_GT(total, first_total);
+  EXPECT_GE(PartitionSize(id), 2 * kGiB - 2 * kMiB);
+
+  uint32_t number = 0;
+  ASSERT_TRUE(client.DiskNumber(id, &number).ok());
+  EXPECT_EQ(number, loop.DiskNumber());
+  EXPECT_EQ(DiskSize(number), static_cast<int64_t>(2 * kGiB));
+
+  const std::string mnt = dir_.MakeDir("kubelet/plugins/testplugin.csi.io/" + name + "/mount");
+  std::string closest;
+  if constexpr (std::is_same_v<Client, v2alpha1Client>) {
+    // Not mounted yet: the volume holding the directory (the one holding the kubelet path).
+    struct stat st {};
+    ASSERT_EQ(stat(mnt.c_str(), &st), 0);
+    auto holder = common::BlockDevices().DeviceByDevno(st.st_dev);
+    if (holder.ok()) {
+      ASSERT_TRUE(Closest(mnt, &closest).ok());
+      EXPECT_EQ(closest, holder->path);
+    }
+  }
+  status = client.Mount(id, mnt);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::ofstream(mnt + "/hello.txt") << "hello " << name;
+  EXPECT_EQ(ReadFile(mnt + "/hello.txt"), "hello " + name);
+  EXPECT_TRUE(client.WriteCache(id).ok());
+
+  std::string by_target;
+  status = client.IdFromTarget(mnt, &by_target);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(by_target, id);
+  if constexpr (std::is_same_v<Client, v2alpha1Client>) {
+    std::filesystem::create_directories(mnt + "/foo/bar");
+    status = Closest(mnt + "/foo/bar", &closest);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(closest, id);
+    const std::string link = kubelet_ + "/" + name + "-link";
+    std::filesystem::create_directory_symlink(mnt, link);
+    status = Closest(link, &closest);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(closest, id);
+  }
+
+  status = client.Unmount(id, mnt);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(std::filesystem::exists(mnt + "/hello.txt"));
+  EXPECT_EQ(client.IdFromTarget(mnt, &by_target).error_code(), Code::NOT_FOUND);
+}
+
+TEST_F(VolumeEndToEnd, UpstreamSequenceV1) { RunUpstreamSequence(v1_, "ext4", "v1"); }
+
+TEST_F(VolumeEndToEnd, UpstreamSequenceV2alpha1) { RunUpstreamSequence(v2_, "ext4", "v2alpha1"); }
+
+class XfsVolumeEndToEnd : public VolumeEndToEnd {
+ protected:
+  XfsVolumeEndToEnd() : VolumeEndToEnd("xfs") {}
+  void SetUp() override {
+    if (testing::SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs xfsprogs";
+    VolumeEndToEnd::SetUp();
+  }
+};
+
+TEST_F(XfsVolumeEndToEnd, UpstreamSequenceV1FormatsXfsWhenConfigured) { RunUpstreamSequence(v1_, "xfs", "xfs"); }
+
+// Upstream's negative test: each call with an empty or "-1" volume ID fails.
+TEST_F(VolumeEndToEnd, UpstreamNegativeCases) {
+  for (const std::string id : {"", "-1"}) {
+    SCOPED_TRACE("volume id '" + id + "'");
+    bool formatted = false;
+    int64_t total = 0, used = 0;
+    EXPECT_EQ(v1_.IsFormatted(id, &formatted).error_code(), Code::INVALID_ARGUMENT);
+    EXPECT_EQ(v1_.Format(id).error_code(), Code::INVALID_ARGUMENT);
+    EXPECT_EQ(v1_.Resize(id, 2 * kMiB).error_code(), Code::INVALID_ARGUMENT);
+    EXPECT_EQ(v1_.Mount(id, "").error_code(), Code::INVALID_ARGUMENT);
+    EXPECT_EQ(v1_.Unmount(id, "").error_code(), Code::INVALID_ARGUMENT);
+    EXPECT_EQ(v1_.Stats(id, &total, &used).error_code(), Code::INVALID_ARGUMENT);
+  }
+}
+
+TEST_F(VolumeEndToEnd, FormatVolumeOfARegularFileIsRefusedAndTheFileIsUntouched) {
+  const std::string file = dir_.Sub("passwd-copy");
+  std::filesystem::copy_file("/etc/passwd", file);
+  const std::string before = ReadFile("/etc/passwd");
+  EXPECT_EQ(v1_.Format("/etc/passwd").error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(v1_.Format(file).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(ReadFile("/etc/passwd"), before);
+  EXPECT_EQ(ReadFile(file), before);
+}
+
+TEST_F(VolumeEndToEnd, RefusalsKeepData) {
+  LoopDevice loop(256 * kMiB);
+  ASSERT_TRUE(PartitionDisk(loop.DiskNumber()).ok());
+  const std::string id = loop.PartitionPath(1);
+  ASSERT_TRUE(v1_.Format(id).ok());
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
+  ASSERT_TRUE(v1_.Mount(id, mnt).ok());
+  std::ofstream(mnt + "/precious.txt") << "keep me";
+
+  auto status = v1_.Format(id);  // mounted: refused (even though it is already ext4, mounted comes first)
+  EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("mounted at"), std::string::npos) << status.error_message();
+  EXPECT_EQ(v1_.Mount(id, kubelet_ + "/../escape").error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(v1_.Mount(id, "/etc").error_code(), Code::PERMISSION_DENIED);
+  EXPECT_EQ(v1_.Resize(id, 64 * kMiB).error_code(), Code::OK) << "smaller than now: never shrinks, no change";
+  EXPECT_EQ(v1_.Resize(id, -5).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_TRUE(PartitionDisk(loop.DiskNumber()).ok()) << "already partitioned: nothing to do";
+  EXPECT_EQ(ReadFile(mnt + "/precious.txt"), "keep me");
+
+  ASSERT_TRUE(v1_.Mount(id, mnt).ok()) << "mounting the same volume again";
+  ASSERT_TRUE(v1_.Unmount(id, mnt).ok());
+  EXPECT_TRUE(v1_.Unmount(id, mnt).ok()) << "unmounting what is not mounted";
+  ASSERT_TRUE(v1_.Mount(id, mnt).ok());
+  EXPECT_EQ(ReadFile(mnt + "/precious.txt"), "keep me");
+  ASSERT_TRUE(v1_.Unmount(id, mnt).ok());
+}
+
+// Several CSI NodeStage sequences at once, each on its own disk, through the sockets.
+TEST_F(VolumeEndToEnd, SeveralDisksAreStagedInParallel) {
+  constexpr int kDisks = 4;
+  std::vector<std::unique_ptr<LoopDevice>> loops;
+  for (int i = 0; i < kDisks; ++i) loops.push_back(std::make_unique<LoopDevice>(128 * kMiB));
+  std::vector<std::string> errors(kDisks);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kDisks; ++i) {
+    threads.emplace_back([&, i] {
+      auto fail = [&](const char* step, const grpc::Status& s) {
+        if (!s.ok() && errors[i].empty()) errors[i] = std::string(step) + ": " + s.error_message();
+        return !s.ok();
+      };
+      const uint32_t number = loops[i]->DiskNumber();
+      if (fail("rescan", Rescan()) || fail("partition", PartitionDisk(number))) return;
+      std::vector<std::string> ids;
+      if (fail("list", v1_.List(number, &ids))) return;
+      if (ids.size() != 1) {
+        errors[i] = "expected one volume";
+        return;
+      }
+      bool formatted = true;
+      if (fail("is formatted", v1_.IsFormatted(ids[0], &formatted))) return;
+      if (!formatted && fail("format", v1_.Format(ids[0]))) return;
+      const std::string mnt = dir_.MakeDir("kubelet/staging-" + std::to_string(i));
+      if (fail("mount", v1_.Mount(ids[0], mnt))) return;
+      std::ofstream(mnt + "/who") << i;
+      if (ReadFile(mnt + "/who") != std::to_string(i)) errors[i] = "read back";
+      if (fail("unmount", v1_.Unmount(ids[0], mnt))) return;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kDisks; ++i) EXPECT_EQ(errors[i], "") << "disk " << i;
+}
+
+TEST(VolumeGroupConfiguration, AnUnsupportedDefaultFilesystemRefusesTheGroup) {
+  HostProcess host("[groups.volume]\nrequired = true\ndefault_fs_type = \"ntfs\"\n");
+  EXPECT_FALSE(host.Start({kVolumeV1}, std::chrono::seconds(10)));
+  EXPECT_NE(host.log().find("default_fs_type"), std::string::npos) << host.log();
+}
+
+}  // namespace
+}  // namespace csi_proxy::volume
