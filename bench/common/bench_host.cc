@@ -27,6 +27,11 @@ std::string GroupLibrary(const std::string& group) {
   return fs::exists(path) ? path : std::string();
 }
 
+std::string RepoRelative(const std::string& path) {
+  std::string root = SourceDir() + "/";
+  return path.rfind(root, 0) == 0 ? path.substr(root.size()) : path;
+}
+
 const std::vector<std::string>& AllGroups() {
   static const std::vector<std::string> groups = {"filesystem", "disk", "volume", "smb", "system", "iscsi"};
   return groups;

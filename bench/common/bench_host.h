@@ -19,6 +19,9 @@ std::string PluginDir();   // <build>/lib/csi-proxy/plugins
 // <build>/lib/csi-proxy/plugins/libcsi-proxy-<group>.so, or "" if that file does not exist.
 std::string GroupLibrary(const std::string& group);
 
+// `path` relative to the source tree when it lies inside it (for notes in the committed report).
+std::string RepoRelative(const std::string& path);
+
 // The API groups of the project, in upstream's registration order.
 const std::vector<std::string>& AllGroups();
 

@@ -114,4 +114,14 @@ int CountVisibleDisks() {
   return n;
 }
 
+int CountBlockEntries() {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/sys/block", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace csi_proxy::bench

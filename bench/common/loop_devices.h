@@ -58,5 +58,7 @@ class LoopPool {
 // Whole disks the kernel lists now (entries of /sys/block with a non-zero size): what a disk listing walks,
 // including disks that other programs on this machine attached.
 int CountVisibleDisks();
+// Every entry of /sys/block, including loop devices with nothing attached (size 0): what a listing has to look at.
+int CountBlockEntries();
 
 }  // namespace csi_proxy::bench

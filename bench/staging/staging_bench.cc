@@ -1,7 +1,7 @@
 // The staging sequence a CSI driver runs for a new disk, step by step, on a fresh loop device each time:
 //   list disks, partition, list volumes, check format, format, mount, unmount
 // (a) through csi-proxy: the disk and volume groups over their real sockets;
-// (b) the way node scripts usually do it: lsblk, sfdisk, lsblk, blkid, mkfs.ext4, mount, umount, each a separate
+// (b) the way node scripts usually do it: lsblk, sfdisk + partx, lsblk, blkid, mkfs.ext4, mount, umount, each a separate
 //     process started with an argv (plugins/common/run_program.h).
 // Both run as Google Benchmark repetitions of one sequence each, randomly interleaved, reported by the median of
 // each step. Disk creation and the mount directory are set up outside the timing.
@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
+
+#include <cctype>
 
 #include <filesystem>
 #include <functional>
@@ -158,13 +160,13 @@ Status ProxySequence(Environment& env, const Subject& subject, StepClock& clock)
 }
 
 struct Tools {
-  std::string lsblk, sfdisk, blkid, mkfs, mount, umount;
+  std::string lsblk, sfdisk, partx, blkid, mkfs, mount, umount;
 };
 
 StatusOr<Tools> FindTools() {
   Tools t;
   for (auto [field, name] : std::initializer_list<std::pair<std::string*, const char*>>{
-           {&t.lsblk, "lsblk"}, {&t.sfdisk, "sfdisk"}, {&t.blkid, "blkid"}, {&t.mkfs, "mkfs.ext4"},
+           {&t.lsblk, "lsblk"}, {&t.sfdisk, "sfdisk"}, {&t.partx, "partx"}, {&t.blkid, "blkid"}, {&t.mkfs, "mkfs.ext4"},
            {&t.mount, "mount"}, {&t.umount, "umount"}}) {
     auto path = common::FindSystemProgram(name);
     if (!path.ok()) return path.status();
@@ -188,7 +190,10 @@ Status ScriptSequence(const Tools& tools, const Subject& subject, StepClock& clo
   CSI_PROXY_RETURN_IF_ERROR(clock.Step("partition", [&]() -> Status {
     common::ProgramOptions opts;
     opts.stdin_data = "label: gpt\n,,L\n";  // one partition over the disk
-    return common::RunProgramChecked({tools.sfdisk, "--quiet", dev}, opts);
+    CSI_PROXY_RETURN_IF_ERROR(common::RunProgramChecked({tools.sfdisk, "--quiet", dev}, opts));
+    // sfdisk asks the kernel to re-read the table, which finds nothing on kernels without partition-table
+    // parsers; partx adds the partition with BLKPG, as the disk group does.
+    return common::RunProgramChecked({tools.partx, "--add", dev});
   }));
   CSI_PROXY_RETURN_IF_ERROR(clock.Step("list_volumes", [&]() -> Status {
     auto r = common::RunProgram({tools.lsblk, "--list", "--noheadings", "--output", "NAME,TYPE", dev});
@@ -206,11 +211,16 @@ Status ScriptSequence(const Tools& tools, const Subject& subject, StepClock& clo
   CSI_PROXY_RETURN_IF_ERROR(clock.Step("check_format", [&]() -> Status {
     auto r = common::RunProgram({tools.blkid, "-p", "-o", "value", "-s", "TYPE", part});
     if (!r.ok()) return r.status();
-    if (r->exit_code == 2) return Status::Ok();  // blkid: nothing found
-    return FailedPrecondition("blkid finds something on a new partition: " + r->output);
+    // Nothing found: exit code 2, or (with -p, which also reports the partition entry) no TYPE.
+    std::string type = r->output;
+    while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back()))) type.pop_back();
+    if (r->exit_code == 2 || (r->exit_code == 0 && type.empty())) return Status::Ok();
+    return FailedPrecondition("blkid finds " + type + " on a new partition (exit code " +
+                              std::to_string(r->exit_code) + ")");
   }));
-  CSI_PROXY_RETURN_IF_ERROR(
-      clock.Step("format", [&] { return common::RunProgramChecked({tools.mkfs, "-q", "-F", part}); }));
+  // The same mkfs options as the volume group's FormatVolume, so that both sides do the same work.
+  CSI_PROXY_RETURN_IF_ERROR(clock.Step(
+      "format", [&] { return common::RunProgramChecked({tools.mkfs, "-F", "-q", "-E", "nodiscard", part}); }));
   CSI_PROXY_RETURN_IF_ERROR(clock.Step("mount", [&]() -> Status {
     Status s = common::RunProgramChecked({tools.mount, "-t", "ext4", part, subject.target});
     if (IsMountPoint(subject.target)) mounted = ScopedMount(subject.target);
@@ -246,7 +256,7 @@ int Main(int argc, char** argv) {
   if (!missing.empty()) {
     std::string which = missing.size() == 2 ? "disk and volume" : missing[0];
     results.Note("staging", "skipped: the " + which + " group " + (missing.size() == 2 ? "libraries are" : "library is") +
-                                " not built (needs libcsi-proxy-disk.so and libcsi-proxy-volume.so in " + PluginDir() + ")");
+                                " not built (needs libcsi-proxy-disk.so and libcsi-proxy-volume.so in " + RepoRelative(PluginDir()) + ")");
     return results.Write() ? 0 : 1;
   }
   if (std::string why = LoopDevicesUnavailableReason(); !why.empty()) {

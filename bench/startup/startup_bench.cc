@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "bench_host.h"
@@ -42,7 +44,7 @@ std::vector<LoadCall> LoadMix(const BenchHost& host, const std::vector<EndpointI
       {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", StringField1(host.kubelet_dir())},
       {"csi-proxy-disk-v1", "/v1.Disk/ListDiskIDs", ""},
       {"csi-proxy-disk-v1", "/v1.Disk/ListDiskLocations", ""},
-      {"csi-proxy-volume-v1", "/v1.Volume/GetClosestVolumeIDFromTargetPath", StringField1(host.kubelet_dir())},
+      {"csi-proxy-volume-v1", "/v1.Volume/GetVolumeIDFromTargetPath", StringField1(host.kubelet_dir())},
       {"csi-proxy-volume-v2alpha1", "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath", StringField1(host.kubelet_dir())},
       {"csi-proxy-iscsi-v1alpha2", "/v1alpha2.Iscsi/ListTargetPortals", ""},
       {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetBIOSSerialNumber", ""},
@@ -129,6 +131,8 @@ void MeasureMemory(const std::vector<std::string>& groups, std::chrono::millisec
   const int clients = 64;
   std::atomic<bool> stop{false};
   std::atomic<int64_t> calls{0}, errors{0};
+  std::mutex error_mu;
+  std::string first_error;
   std::vector<std::thread> threads;
   for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&, i] {
@@ -138,8 +142,16 @@ void MeasureMemory(const std::vector<std::string>& groups, std::chrono::millisec
         auto& conn = conns[c.endpoint];
         if (!conn) conn = std::make_unique<RawClient>(host.endpoint(c.endpoint));
         grpc::Status s = conn->Call(c.method, c.request, nullptr);
-        // Error answers are answers (e.g. no BIOS serial here); only a failing transport counts.
-        if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::UNIMPLEMENTED) ++errors;
+        // Error answers from a group are answers (e.g. no BIOS serial here); the host refusing or losing the call,
+        // or an unknown method, is not.
+        auto code = s.error_code();
+        if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::UNIMPLEMENTED ||
+            code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+          if (errors++ == 0) {
+            std::lock_guard lock(error_mu);
+            first_error = c.method + ": code " + std::to_string(code) + ": " + s.error_message();
+          }
+        }
         ++calls;
       }
     });
@@ -163,7 +175,8 @@ void MeasureMemory(const std::vector<std::string>& groups, std::chrono::millisec
   results.Add("memory", subject, "after load", "rss_kib", static_cast<double>(after.rss_kib), "KiB");
   results.Add("memory", subject, "after load", "hwm_kib", static_cast<double>(after.hwm_kib), "KiB");
   if (errors.load() > 0) {
-    results.Note("memory", std::to_string(errors.load()) + " calls of the load got UNAVAILABLE or UNIMPLEMENTED");
+    results.Note("memory", std::to_string(errors.load()) + " calls of the load were not answered by a group; first: " +
+                               first_error);
   }
   std::fprintf(stderr, "memory: idle %lld KiB, under load %lld KiB (%.0f calls/s), after %lld KiB\n",
                static_cast<long long>(idle.rss_kib), static_cast<long long>(peak.rss_kib),

@@ -1,0 +1,480 @@
+// Turns the records of the benchmark programs (results.h) into the report: a Markdown page for people and a
+// JSON file for the next run to compare with. Every ratio has a stable key; when the previous report's JSON is
+// given, each ratio and value is shown next to its previous value, so a regression is visible at a glance.
+//
+//   bench_report --results-dir DIR --markdown FILE --json FILE [--previous FILE]
+//                [--commit SHA] [--build-type TYPE] [--command TEXT] [--load-before TEXT]
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using Key = std::tuple<std::string, std::string, std::string, std::string>;  // section, subject, param, metric
+
+struct Data {
+  std::map<Key, double> values;
+  std::map<std::string, std::vector<std::string>> notes;  // by section
+  std::vector<std::string> subjects_in_order;             // methods section, first-seen order
+};
+
+std::vector<std::string> Split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : line) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+void Load(const fs::path& file, Data& data) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto f = Split(line, '\t');
+    if (f.size() == 7 && f[0] == "R") {
+      data.values[{f[1], f[2], f[3], f[4]}] = std::strtod(f[5].c_str(), nullptr);
+      if (f[1] == "methods" &&
+          std::find(data.subjects_in_order.begin(), data.subjects_in_order.end(), f[2]) == data.subjects_in_order.end()) {
+        data.subjects_in_order.push_back(f[2]);
+      }
+    } else if (f.size() == 3 && f[0] == "N") {
+      auto& notes = data.notes[f[1]];
+      if (std::find(notes.begin(), notes.end(), f[2]) == notes.end()) notes.push_back(f[2]);
+    }
+  }
+}
+
+std::optional<double> Get(const Data& d, const std::string& section, const std::string& subject,
+                          const std::string& param, const std::string& metric) {
+  auto it = d.values.find({section, subject, param, metric});
+  if (it == d.values.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Fmt(std::optional<double> v, int precision = 1) {
+  if (!v) return "–";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, *v);
+  return buf;
+}
+
+std::string FmtRatio(std::optional<double> v) { return v ? Fmt(v, 2) + "×" : "–"; }
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return Trim(line);
+}
+
+struct Machine {
+  std::string cpu_model, kernel, memory, load_before, load_after;
+  long nproc = 0;
+};
+
+Machine ReadMachine(const std::string& load_before) {
+  Machine m;
+  m.nproc = sysconf(_SC_NPROCESSORS_ONLN);
+  std::ifstream cpu("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpu, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      m.cpu_model = Trim(line.substr(line.find(':') + 1));
+      break;
+    }
+  }
+  std::ifstream mem("/proc/meminfo");
+  while (std::getline(mem, line)) {
+    if (line.rfind("MemTotal:", 0) == 0) {
+      double kib = std::strtod(line.c_str() + 9, nullptr);
+      m.memory = Fmt(kib / 1024 / 1024, 1) + " GiB";
+      break;
+    }
+  }
+  utsname u{};
+  if (uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  m.load_before = load_before;
+  auto parts = Split(ReadFirstLine("/proc/loadavg"), ' ');
+  if (parts.size() >= 3) m.load_after = parts[0] + " " + parts[1] + " " + parts[2];
+  return m;
+}
+
+// One line of the summary: a ratio (dimensionless) or a value with a unit.
+struct Metric {
+  std::string key;
+  double value;
+  std::string unit;     // "x" for ratios
+  std::string meaning;  // for ratios: which way is better
+};
+
+std::map<std::string, double> ReadPrevious(const std::string& path) {
+  std::map<std::string, double> out;
+  if (path.empty()) return out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto k = line.find("\"key\": \"");
+    auto v = line.find("\"value\": ");
+    if (k == std::string::npos || v == std::string::npos) continue;
+    k += 8;
+    auto end = line.find('"', k);
+    out[line.substr(k, end - k)] = std::strtod(line.c_str() + v + 9, nullptr);
+  }
+  return out;
+}
+
+std::string Change(const std::map<std::string, double>& previous, const Metric& m) {
+  auto it = previous.find(m.key);
+  if (it == previous.end() || it->second == 0) return "–";
+  double pct = (m.value / it->second - 1) * 100;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.0f%%", pct);
+  return buf;
+}
+
+std::string PrevText(const std::map<std::string, double>& previous, const Metric& m) {
+  auto it = previous.find(m.key);
+  if (it == previous.end()) return "–";
+  return Fmt(it->second, m.unit == "x" ? 2 : 1);
+}
+
+const std::vector<std::pair<std::string, std::string>> kServers = {
+    {"host", "csi-proxy host → C ABI → echo group library"},
+    {"grpc-sync", "plain gRPC C++ server, generated sync service, 16 threads"},
+    {"grpc-callback", "plain gRPC C++ server, generated callback service"},
+};
+const std::vector<std::string> kConcurrency = {"1 client", "16 clients", "64 clients"};
+const std::vector<std::pair<std::string, std::string>> kSteps = {
+    {"list_disks", "list disks (ListDiskIDs / lsblk)"},
+    {"partition", "partition (PartitionDisk / sfdisk)"},
+    {"list_volumes", "list volumes (ListVolumesOnDisk / lsblk)"},
+    {"check_format", "check format (IsVolumeFormatted / blkid)"},
+    {"format", "format (FormatVolume / mkfs.ext4)"},
+    {"mount", "mount (MountVolume / mount)"},
+    {"unmount", "unmount (UnmountVolume / umount)"},
+    {"total", "**whole sequence**"},
+};
+
+std::vector<Metric> Ratios(const Data& d) {
+  std::vector<Metric> r;
+  auto ratio = [&](const std::string& key, std::optional<double> a, std::optional<double> b, const std::string& meaning) {
+    if (a && b && *b != 0) r.push_back({key, *a / *b, "x", meaning});
+  };
+  for (const auto& base : {std::string("grpc-sync"), std::string("grpc-callback")}) {
+    std::string tag = base == "grpc-sync" ? "sync" : "callback";
+    for (const char* p : {"p50_us", "p99_us"}) {
+      std::string pname = std::string(p).substr(0, 3);
+      ratio("overhead.latency_" + pname + ".host_vs_grpc_" + tag, Get(d, "overhead", "host", "1 client", p),
+            Get(d, "overhead", base, "1 client", p), "latency, 1 client: host ÷ plain gRPC " + tag + "; lower is better, 1.00 = no overhead");
+    }
+    for (const auto& c : kConcurrency) {
+      std::string n = c.substr(0, c.find(' '));
+      ratio("overhead.throughput_" + n + ".host_vs_grpc_" + tag, Get(d, "overhead", "host", c, "calls_per_s"),
+            Get(d, "overhead", base, c, "calls_per_s"),
+            "calls/s with " + c + ": host ÷ plain gRPC " + tag + "; higher is better, 1.00 = same");
+    }
+  }
+  ratio("overhead.rss_idle.host_vs_grpc_sync", Get(d, "overhead", "host", "idle", "rss_kib"),
+        Get(d, "overhead", "grpc-sync", "idle", "rss_kib"), "idle resident memory: host ÷ plain gRPC sync; lower is better");
+  for (const auto& [step, _] : kSteps) {
+    ratio("staging." + step + ".proxy_vs_scripts", Get(d, "staging", "proxy", "", step + "_ms"),
+          Get(d, "staging", "scripts", "", step + "_ms"),
+          "staging step " + step + ": csi-proxy ÷ separate tool processes; lower is better");
+  }
+  for (const auto& subject : d.subjects_in_order) {
+    auto at64 = Get(d, "methods", subject, "disks=64", "p50_us");
+    auto at1 = Get(d, "methods", subject, "disks=1", "p50_us");
+    auto code = Get(d, "methods", subject, "disks=1", "status_code");
+    if (code && *code != 0) continue;  // error answers are not a method's cost
+    std::string method = subject.substr(subject.find(' ') + 1);
+    ratio("methods." + method + ".p50_64_vs_1_disks", at64, at1,
+          "growth of p50 latency from 1 to 64 attached disks; 1.00 = flat");
+  }
+  return r;
+}
+
+std::vector<Metric> Values(const Data& d) {
+  std::vector<Metric> v;
+  auto add = [&](const std::string& key, std::optional<double> x, const std::string& unit) {
+    if (x) v.push_back({key, *x, unit, ""});
+  };
+  for (const auto& [id, _] : kServers) {
+    add("overhead." + id + ".p50_us", Get(d, "overhead", id, "1 client", "p50_us"), "us");
+    add("overhead." + id + ".p99_us", Get(d, "overhead", id, "1 client", "p99_us"), "us");
+    for (const auto& c : kConcurrency) {
+      add("overhead." + id + ".calls_per_s_" + c.substr(0, c.find(' ')), Get(d, "overhead", id, c, "calls_per_s"), "calls/s");
+    }
+    add("overhead." + id + ".rss_idle_kib", Get(d, "overhead", id, "idle", "rss_kib"), "KiB");
+  }
+  for (const auto& subject : d.subjects_in_order) {
+    std::string method = subject.substr(subject.find(' ') + 1);
+    for (const char* disks : {"disks=1", "disks=64"}) {
+      add("methods." + method + ".p50_us." + disks, Get(d, "methods", subject, disks, "p50_us"), "us");
+    }
+  }
+  add("staging.proxy.total_ms", Get(d, "staging", "proxy", "", "total_ms"), "ms");
+  add("staging.scripts.total_ms", Get(d, "staging", "scripts", "", "total_ms"), "ms");
+  for (const char* s : {"echo", "groups"}) {
+    add(std::string("startup.") + s + ".ready_median_ms", Get(d, "startup", s, "", "ready_median_ms"), "ms");
+  }
+  add("memory.idle_kib", Get(d, "memory", "memory", "idle", "rss_kib"), "KiB");
+  add("memory.load_peak_kib", Get(d, "memory", "memory", "64 clients", "rss_peak_kib"), "KiB");
+  return v;
+}
+
+std::string Arg(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (argv[i] == name) return argv[i + 1];
+  }
+  return {};
+}
+
+void Notes(std::ostream& md, const Data& d, const std::string& section) {
+  auto it = d.notes.find(section);
+  if (it == d.notes.end()) return;
+  md << "\n";
+  for (const auto& n : it->second) md << "- " << n << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = Arg(argc, argv, "--results-dir");
+  std::string md_path = Arg(argc, argv, "--markdown");
+  std::string json_path = Arg(argc, argv, "--json");
+  if (dir.empty() || md_path.empty() || json_path.empty()) {
+    std::cerr << "usage: bench_report --results-dir DIR --markdown FILE --json FILE [--previous FILE] [--commit SHA] "
+                 "[--build-type TYPE] [--command TEXT] [--load-before TEXT]\n";
+    return 2;
+  }
+  Data d;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().string().ends_with(".records.tsv")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) Load(f, d);
+  const auto previous = ReadPrevious(Arg(argc, argv, "--previous"));
+  const Machine machine = ReadMachine(Arg(argc, argv, "--load-before"));
+  const std::vector<Metric> ratios = Ratios(d);
+  const std::vector<Metric> values = Values(d);
+  char when[64];
+  std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  const std::string commit = Arg(argc, argv, "--commit");
+  const std::string build_type = Arg(argc, argv, "--build-type");
+
+  std::ostringstream md;
+  md << "# csi-proxy benchmark report\n\n"
+     << "Generated " << when << " by `" << Arg(argc, argv, "--command") << "` from commit `" << commit << "` ("
+     << build_type << " build). Method and interpretation: docs/performance.md.\n\n";
+  md << "## Machine\n\n| | |\n|---|---|\n"
+     << "| CPU | " << machine.cpu_model << " |\n| online CPUs (nproc) | " << machine.nproc << " |\n"
+     << "| memory | " << machine.memory << " |\n| kernel | " << machine.kernel << " |\n"
+     << "| load average before / after the run | " << machine.load_before << " / " << machine.load_after << " |\n\n";
+
+  md << "## Ratios and values to compare between runs\n\n"
+     << "Each line has a stable key; `previous` is the report this run replaced (bench/report/latest.json before "
+        "the run).\n\n| key | this run | previous | change | meaning |\n|---|---:|---:|---:|---|\n";
+  for (const auto& m : ratios) {
+    md << "| `" << m.key << "` | " << Fmt(m.value, 2) << " | " << PrevText(previous, m) << " | " << Change(previous, m)
+       << " | " << m.meaning << " |\n";
+  }
+  for (const auto& m : values) {
+    md << "| `" << m.key << "` | " << Fmt(m.value, 1) << " " << m.unit << " | " << PrevText(previous, m) << " | "
+       << Change(previous, m) << " | |\n";
+  }
+
+  md << "\n## Host overhead: the same Echo handler through csi-proxy and through plain gRPC\n\n";
+  if (auto rounds = Get(d, "overhead", "config", "", "rounds")) {
+    md << "Each server is a separate process on a Unix socket; " << Fmt(rounds, 0) << " interleaved rounds of "
+       << Fmt(Get(d, "overhead", "config", "", "round_ms"), 0) << " ms per server and client count; each client has "
+       << "its own connection and calls back to back.\n\n";
+  }
+  md << "Latency with one client (µs):\n\n| server | p50 | p90 | p99 | p99.9 | mean | calls |\n|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& [id, label] : kServers) {
+    md << "| " << label << " | " << Fmt(Get(d, "overhead", id, "1 client", "p50_us")) << " | "
+       << Fmt(Get(d, "overhead", id, "1 client", "p90_us")) << " | " << Fmt(Get(d, "overhead", id, "1 client", "p99_us"))
+       << " | " << Fmt(Get(d, "overhead", id, "1 client", "p999_us")) << " | "
+       << Fmt(Get(d, "overhead", id, "1 client", "mean_us")) << " | "
+       << Fmt(Get(d, "overhead", id, "1 client", "samples"), 0) << " |\n";
+  }
+  md << "\nThroughput (calls/s, median of rounds) and latency under load (p50 / p99 µs):\n\n"
+     << "| server | 1 client | 16 clients | 64 clients | p50 / p99 at 16 | p50 / p99 at 64 |\n|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& [id, label] : kServers) {
+    md << "| " << label;
+    for (const auto& c : kConcurrency) md << " | " << Fmt(Get(d, "overhead", id, c, "calls_per_s"), 0);
+    for (const char* c : {"16 clients", "64 clients"}) {
+      md << " | " << Fmt(Get(d, "overhead", id, c, "p50_us"), 0) << " / " << Fmt(Get(d, "overhead", id, c, "p99_us"), 0);
+    }
+    md << " |\n";
+  }
+  md << "\nResident memory (KiB) and threads:\n\n| server | idle RSS | peak RSS, 64 clients | threads idle | threads peak |\n|---|---:|---:|---:|---:|\n";
+  for (const auto& [id, label] : kServers) {
+    md << "| " << label << " | " << Fmt(Get(d, "overhead", id, "idle", "rss_kib"), 0) << " | "
+       << Fmt(Get(d, "overhead", id, "64 clients", "rss_peak_kib"), 0) << " | "
+       << Fmt(Get(d, "overhead", id, "idle", "threads"), 0) << " | "
+       << Fmt(Get(d, "overhead", id, "64 clients", "threads_peak"), 0) << " |\n";
+  }
+  Notes(md, d, "overhead");
+
+  md << "\n## Per-method latency through the real socket, by attached disks\n\n"
+     << "p50 / p99 in µs, one client, each method called back to back (Google Benchmark, min time per point). "
+     << "`disks=N` is the number of loop devices the benchmark attached; the machine's other disks (and those "
+     << "other programs attached meanwhile) come on top: see `visible disks` (entries of /sys/block with a size) "
+     << "and `entries in /sys/block` (including loop devices with nothing attached).\n\n";
+  const std::vector<std::string> disk_params = {"disks=1", "disks=8", "disks=32", "disks=64", "disks=0"};
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // group -> its subjects, in order
+  for (const auto& subject : d.subjects_in_order) {
+    std::string group = subject.substr(0, subject.find(' '));
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == group; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {group, {}});
+    it->second.push_back(subject);
+  }
+  for (const auto& [group, subjects] : groups) {
+    std::vector<std::string> cols;
+    for (const auto& p : disk_params) {
+      if (Get(d, "methods", subjects.front(), p, "p50_us")) cols.push_back(p);
+    }
+    md << "\n### " << group << "\n\n| method |";
+    for (const auto& c : cols) md << " " << c << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < cols.size(); ++i) md << "---:|";
+    md << "\n";
+    for (const auto& subject : subjects) {
+      md << "| `" << subject.substr(subject.find(' ') + 1) << "`";
+      auto code = Get(d, "methods", subject, cols.empty() ? "" : cols[0], "status_code");
+      if (code && *code != 0) md << " (error answer, see notes)";
+      md << " |";
+      for (const auto& c : cols) {
+        md << " " << Fmt(Get(d, "methods", subject, c, "p50_us")) << " / "
+           << Fmt(Get(d, "methods", subject, c, "p99_us")) << " |";
+      }
+      md << "\n";
+    }
+    md << "| visible disks |";
+    for (const auto& c : cols) md << " " << Fmt(Get(d, "methods", subjects.front(), c, "visible_disks"), 0) << " |";
+    md << "\n| entries in /sys/block |";
+    for (const auto& c : cols) md << " " << Fmt(Get(d, "methods", subjects.front(), c, "block_entries"), 0) << " |";
+    md << "\n";
+  }
+  Notes(md, d, "methods");
+
+  md << "\n## Staging a new disk: csi-proxy vs. separate tool processes\n\n";
+  if (Get(d, "staging", "proxy", "", "total_ms") || Get(d, "staging", "scripts", "", "total_ms")) {
+    md << "Median over " << Fmt(Get(d, "staging", "config", "", "repetitions"), 0)
+       << " repetitions of each sequence (randomly interleaved), a fresh 256 MiB loop device each time; ms.\n\n"
+       << "| step | csi-proxy | scripts | ratio |\n|---|---:|---:|---:|\n";
+    for (const auto& [step, label] : kSteps) {
+      auto a = Get(d, "staging", "proxy", "", step + "_ms");
+      auto b = Get(d, "staging", "scripts", "", step + "_ms");
+      md << "| " << label << " | " << Fmt(a, 2) << " | " << Fmt(b, 2) << " | "
+         << FmtRatio(a && b && *b != 0 ? std::optional<double>(*a / *b) : std::nullopt) << " |\n";
+    }
+  }
+  Notes(md, d, "staging");
+
+  md << "\n## Start-up and memory\n\n| configuration | groups | endpoints | ready: median (min–max) ms | stop ms |\n"
+     << "|---|---:|---:|---:|---:|\n";
+  for (const char* s : {"echo", "groups"}) {
+    if (!Get(d, "startup", s, "", "ready_median_ms")) continue;
+    md << "| " << (std::string(s) == "echo" ? "echo group only" : "every built API group") << " | "
+       << Fmt(Get(d, "startup", s, "", "groups"), 0) << " | " << Fmt(Get(d, "startup", s, "", "endpoints"), 0) << " | "
+       << Fmt(Get(d, "startup", s, "", "ready_median_ms"), 1) << " (" << Fmt(Get(d, "startup", s, "", "ready_min_ms"), 1)
+       << "–" << Fmt(Get(d, "startup", s, "", "ready_max_ms"), 1) << ") | "
+       << Fmt(Get(d, "startup", s, "", "stop_median_ms"), 1) << " |\n";
+  }
+  Notes(md, d, "startup");
+  if (Get(d, "memory", "memory", "idle", "rss_kib")) {
+    md << "\nResident memory of the host with every built group and the echo group (KiB):\n\n"
+       << "| idle | peak under 64 clients | after the load | threads idle / peak | calls/s during the load |\n"
+       << "|---:|---:|---:|---:|---:|\n| " << Fmt(Get(d, "memory", "memory", "idle", "rss_kib"), 0) << " | "
+       << Fmt(Get(d, "memory", "memory", "64 clients", "rss_peak_kib"), 0) << " | "
+       << Fmt(Get(d, "memory", "memory", "after load", "rss_kib"), 0) << " | "
+       << Fmt(Get(d, "memory", "memory", "idle", "threads"), 0) << " / "
+       << Fmt(Get(d, "memory", "memory", "64 clients", "threads_peak"), 0) << " | "
+       << Fmt(Get(d, "memory", "memory", "64 clients", "calls_per_s"), 0) << " |\n";
+  }
+  Notes(md, d, "memory");
+
+  std::ofstream(md_path) << md.str();
+
+  std::ostringstream js;
+  js << "{\n  \"generated\": \"" << when << "\",\n  \"commit\": \"" << Escape(commit) << "\",\n  \"build_type\": \""
+     << Escape(build_type) << "\",\n  \"machine\": {\"cpu\": \"" << Escape(machine.cpu_model) << "\", \"nproc\": "
+     << machine.nproc << ", \"memory\": \"" << machine.memory << "\", \"kernel\": \"" << Escape(machine.kernel)
+     << "\", \"load_before\": \"" << Escape(machine.load_before) << "\", \"load_after\": \"" << machine.load_after
+     << "\"},\n  \"ratios\": [\n";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    js << "    {\"key\": \"" << Escape(ratios[i].key) << "\", \"value\": " << Fmt(ratios[i].value, 4)
+       << ", \"meaning\": \"" << Escape(ratios[i].meaning) << "\"}" << (i + 1 < ratios.size() ? "," : "") << "\n";
+  }
+  js << "  ],\n  \"values\": [\n";
+  for (size_t i = 0; i < values.size(); ++i) {
+    js << "    {\"key\": \"" << Escape(values[i].key) << "\", \"value\": " << Fmt(values[i].value, 3) << ", \"unit\": \""
+       << values[i].unit << "\"}" << (i + 1 < values.size() ? "," : "") << "\n";
+  }
+  js << "  ],\n  \"records\": [\n";
+  size_t n = 0;
+  for (const auto& [k, v] : d.values) {
+    const auto& [section, subject, param, metric] = k;
+    js << "    {\"section\": \"" << Escape(section) << "\", \"subject\": \"" << Escape(subject) << "\", \"param\": \""
+       << Escape(param) << "\", \"metric\": \"" << Escape(metric) << "\", \"number\": " << Fmt(v, 4) << "}"
+       << (++n < d.values.size() ? "," : "") << "\n";
+  }
+  js << "  ],\n  \"notes\": [\n";
+  std::vector<std::string> all_notes;
+  for (const auto& [section, notes] : d.notes) {
+    for (const auto& t : notes) all_notes.push_back(section + ": " + t);
+  }
+  for (size_t i = 0; i < all_notes.size(); ++i) {
+    js << "    \"" << Escape(all_notes[i]) << "\"" << (i + 1 < all_notes.size() ? "," : "") << "\n";
+  }
+  js << "  ]\n}\n";
+  std::ofstream(json_path) << js.str();
+  std::cout << "report: " << md_path << "\n        " << json_path << "\n";
+  return 0;
+}
