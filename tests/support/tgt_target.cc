@@ -180,19 +180,25 @@ bool TgtTarget::Configure(std::string* why_not) {
   for (const auto& iqn : options_.iqns) {
     ++tid;
     std::string tid_s = std::to_string(tid);
-    std::string backing = dir_ + "/lun" + tid_s + ".img";
-    int fd = open(backing.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 || ftruncate(fd, static_cast<off_t>(options_.lun_size_bytes)) != 0) {
-      if (fd >= 0) close(fd);
-      *why_not = "cannot create the LUN backing file " + backing;
+    if (!Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "new", "--tid", tid_s, "--targetname", iqn}, why_not)) {
       return false;
     }
-    close(fd);
-    if (!Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "new", "--tid", tid_s, "--targetname", iqn}, why_not) ||
-        !Tgtadm({"--lld", "iscsi", "--mode", "logicalunit", "--op", "new", "--tid", tid_s, "--lun", "1",
-                 "--backing-store", backing},
-                why_not) ||
-        !Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid_s, "--initiator-address", "ALL"},
+    if (options_.with_luns) {
+      std::string backing = dir_ + "/lun" + tid_s + ".img";
+      int fd = open(backing.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0 || ftruncate(fd, static_cast<off_t>(options_.lun_size_bytes)) != 0) {
+        if (fd >= 0) close(fd);
+        *why_not = "cannot create the LUN backing file " + backing;
+        return false;
+      }
+      close(fd);
+      if (!Tgtadm({"--lld", "iscsi", "--mode", "logicalunit", "--op", "new", "--tid", tid_s, "--lun", "1",
+                   "--backing-store", backing},
+                  why_not)) {
+        return false;
+      }
+    }
+    if (!Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid_s, "--initiator-address", "ALL"},
                 why_not)) {
       return false;
     }

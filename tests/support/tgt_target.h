@@ -17,6 +17,7 @@ namespace csi_proxy::test_support {
 struct TgtTargetOptions {
   std::vector<std::string> iqns = {"iqn.2024-01.io.k8s.csi-proxy.test:disk0"};
   uint64_t lun_size_bytes = 32ull << 20;
+  bool with_luns = true;  // false: targets without a LUN (faster to set up in bulk; discovery still lists them)
   std::string address = "127.0.0.1";
   uint16_t port = 0;  // 0: pick a free port
   // CHAP the target demands from initiators (empty: none), and the CHAP identity it proves in mutual CHAP.

@@ -54,6 +54,29 @@ TEST(SendTargetsDiscovery, ReturnsEveryTargetInTheTargetsOrder) {
   EXPECT_EQ(iqns, options.iqns);
 }
 
+// An answer larger than the 64 KiB data segments we accept arrives in several Text responses (continuation with
+// the target's transfer tag): every target must still be there, in order.
+TEST(SendTargetsDiscovery, AnAnswerSpanningSeveralPdusIsReassembled) {
+  TgtTargetOptions options;
+  options.with_luns = false;
+  options.iqns.clear();
+  for (int i = 0; i < 400; ++i) {
+    options.iqns.push_back("iqn.2024-01.io.k8s.csi-proxy.test:" + std::string(150, 'x') + "-" + std::to_string(i));
+  }
+  START_TARGET_OR_SKIP(target, options);
+  auto result = DiscoverSendTargets(Portal{target->address(), target->port()}, Options());
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  std::vector<std::string> iqns;
+  size_t bytes = 0;
+  for (const auto& t : result->targets) {
+    iqns.push_back(t.iqn);
+    bytes += t.iqn.size() + 12;
+    for (const auto& a : t.addresses) bytes += a.size() + 15;
+  }
+  EXPECT_GT(bytes, 65536u) << "the answer must not fit in one PDU for this test to mean anything";
+  EXPECT_EQ(iqns, options.iqns);
+}
+
 TEST(SendTargetsDiscovery, WorksWhenTheTargetDemandsChapForSessions) {
   // CHAP bound to a target protects its sessions, not discovery.
   TgtTargetOptions options;
