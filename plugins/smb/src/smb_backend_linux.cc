@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "block_devices_linux.h"
@@ -58,11 +59,8 @@ Status MakeDirs(const std::string& path) {
 }
 
 // A directory `name` inside `dir_fd`, created 0755 if missing; never followed if it is a symlink.
-StatusOr<UniqueFd> OpenOrMakeDir(int dir_fd, const std::string& name, const std::string& shown, bool& created) {
-  created = false;
-  if (mkdirat(dir_fd, name.c_str(), 0755) == 0) {
-    created = true;
-  } else if (errno != EEXIST) {
+StatusOr<UniqueFd> OpenOrMakeDir(int dir_fd, const std::string& name, const std::string& shown) {
+  if (mkdirat(dir_fd, name.c_str(), 0755) != 0 && errno != EEXIST) {
     return Internal("cannot create " + shown + ": " + std::strerror(errno));
   }
   int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -139,14 +137,17 @@ class LinuxSmbBackend final : public SmbBackend {
       helper = *found;
     }
 
-    bool made_server = false, made_share = false;
-    auto server_fd = OpenOrMakeDir(root_fd_.get(), remote.server, options_.mount_root + "/" + remote.server,
-                                   made_server);
-    if (!server_fd.ok()) return server_fd.status();
-    auto share_fd = OpenOrMakeDir(server_fd->get(), remote.share, MountPoint(remote), made_share);
-    if (!share_fd.ok()) {
-      RemoveDirs(remote);
-      return share_fd.status();
+    {
+      // Other shares of the same server are mapped and unmapped in parallel: their server directory must not be
+      // removed between its creation here and the creation of this share's directory in it.
+      std::lock_guard dirs(dirs_mu_);
+      auto server_fd = OpenOrMakeDir(root_fd_.get(), remote.server, options_.mount_root + "/" + remote.server);
+      if (!server_fd.ok()) return server_fd.status();
+      auto share_fd = OpenOrMakeDir(server_fd->get(), remote.share, MountPoint(remote));
+      if (!share_fd.ok()) {
+        unlinkat(root_fd_.get(), remote.server.c_str(), AT_REMOVEDIR);
+        return share_fd.status();
+      }
     }
 
     std::vector<std::string> argv = {helper, "//" + remote.server + "/" + remote.share, MountPoint(remote), "-o",
@@ -263,7 +264,8 @@ class LinuxSmbBackend final : public SmbBackend {
   }
 
   // Removes the share's (empty) mount point and its server directory when that is empty too.
-  void RemoveDirs(const RemotePath& remote) const {
+  void RemoveDirs(const RemotePath& remote) {
+    std::lock_guard dirs(dirs_mu_);
     int server_fd = openat(root_fd_.get(), remote.server.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (server_fd < 0) return;
     unlinkat(server_fd, remote.share.c_str(), AT_REMOVEDIR);
@@ -274,6 +276,7 @@ class LinuxSmbBackend final : public SmbBackend {
   LinuxSmbOptions options_;
   common::PathPolicy policy_;
   UniqueFd root_fd_;
+  std::mutex dirs_mu_;  // creating and removing the per-server and per-share directories
 };
 
 }  // namespace
