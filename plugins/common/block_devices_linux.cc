@@ -160,6 +160,15 @@ std::string ParseVpdSerial(std::string_view page) {
   return std::string(page.substr(4, std::min(length, page.size() - 4)));
 }
 
+StatusOr<uint32_t> ParseDiskNumber(std::string_view text) {
+  uint64_t value = 0;
+  if (text.empty()) return InvalidArgument("disk id is empty");
+  if (text.size() > 10 || !ParseU64(text, value) || value > UINT32_MAX) {
+    return InvalidArgument("disk id " + QuotePath(text) + " is not a disk number (a decimal number, see ListDiskIDs)");
+  }
+  return static_cast<uint32_t>(value);
+}
+
 // ---- BlockDevices --------------------------------------------------------------------------------------------
 
 BlockDevices::BlockDevices(BlockDeviceRoots roots) : roots_(std::move(roots)) {}

@@ -100,6 +100,10 @@ std::string SelectPage83Identifier(std::string_view vpd_page);
 // The product serial number of a VPD page 0x80 (bytes 4 .. 4+length), untrimmed. "" when malformed.
 std::string ParseVpdSerial(std::string_view vpd_page);
 
+// A disk number written as decimal text, as older API versions carry it ("7"). INVALID_ARGUMENT for anything
+// else: empty, signs, spaces, other digits, values beyond uint32.
+StatusOr<uint32_t> ParseDiskNumber(std::string_view text);
+
 // ---- The kernel's block devices --------------------------------------------------------------------------
 
 class BlockDevices {

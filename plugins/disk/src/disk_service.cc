@@ -30,18 +30,6 @@ StatusOr<uint32_t> DiskService::GetDiskNumberByName(const std::string& page83) {
   return backend_.FindDiskByPage83(page83);
 }
 
-StatusOr<uint32_t> DiskService::ParseDiskId(std::string_view disk_id) {
-  if (disk_id.empty()) return InvalidArgument("disk id is empty");
-  if (disk_id.size() > 10) return InvalidArgument("disk id " + common::QuotePath(disk_id) + " is not a disk number");
-  uint64_t value = 0;
-  for (char c : disk_id) {
-    if (c < '0' || c > '9') {
-      return InvalidArgument("disk id " + common::QuotePath(disk_id) + " is not a disk number");
-    }
-    value = value * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (value > UINT32_MAX) return InvalidArgument("disk id " + common::QuotePath(disk_id) + " is out of range");
-  return static_cast<uint32_t>(value);
-}
+StatusOr<uint32_t> DiskService::ParseDiskId(std::string_view disk_id) { return common::ParseDiskNumber(disk_id); }
 
 }  // namespace csi_proxy::disk

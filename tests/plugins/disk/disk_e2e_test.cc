@@ -11,6 +11,10 @@
 #include "loop_device.h"
 #include "run_program.h"
 #include "v1/disk.pb.h"
+#include "v1alpha1/disk.pb.h"
+#include "v1beta1/disk.pb.h"
+#include "v1beta2/disk.pb.h"
+#include "v1beta3/disk.pb.h"
 
 namespace csi_proxy::disk {
 namespace {
@@ -157,6 +161,70 @@ TEST_F(DiskEndToEnd, PartitionDiskRefusesAMountedDiskAndItsDataSurvives) {
   EXPECT_EQ(content, "keep me");
   ASSERT_EQ(umount(mnt.c_str()), 0);
   EXPECT_EQ(common::ProbeSignatures(loop.path())->fs_type, "ext4");
+}
+
+// Older clients: the same disks, named by decimal strings (v1alpha1 to v1beta2) or numbers (v1beta3).
+class OlderDiskVersions : public DiskEndToEnd {
+ protected:
+  void SetUp() override {
+    CSI_PROXY_SKIP_WITHOUT_LOOP_DEVICES();
+    ASSERT_TRUE(host_.Start({kEndpoint, "csi-proxy-disk-v1beta3", "csi-proxy-disk-v1beta2", "csi-proxy-disk-v1beta1",
+                             "csi-proxy-disk-v1alpha1"}))
+        << host_.error();
+  }
+  std::shared_ptr<grpc::Channel> Channel(const std::string& version) {
+    return Dial(host_.endpoint("csi-proxy-disk-" + version));
+  }
+};
+
+TEST_F(OlderDiskVersions, ServeTheSameDisksUnderTheirOldNames) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = std::to_string(loop.DiskNumber());
+
+  v1alpha1::PartitionDiskRequest partition;
+  partition.set_disk_id(id);
+  v1alpha1::PartitionDiskResponse partitioned;
+  auto status = Call(Channel("v1alpha1"), "/v1alpha1.Disk/PartitionDisk", partition, &partitioned);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(KernelPartitionCount(loop), 1u);
+  partition.set_disk_id("-1");
+  EXPECT_EQ(Call(Channel("v1alpha1"), "/v1alpha1.Disk/PartitionDisk", partition, &partitioned).error_code(),
+            Code::INVALID_ARGUMENT);
+  v1alpha1::GetDiskNumberByNameRequest by_name;
+  by_name.set_disk_name("no-such-page83");
+  v1alpha1::GetDiskNumberByNameResponse number;
+  EXPECT_EQ(Call(Channel("v1alpha1"), "/v1alpha1.Disk/GetDiskNumberByName", by_name, &number).error_code(),
+            Code::NOT_FOUND);
+
+  v1beta1::DiskStatsRequest stats;
+  stats.set_diskid(id);
+  v1beta1::DiskStatsResponse size;
+  ASSERT_TRUE(Call(Channel("v1beta1"), "/v1beta1.Disk/DiskStats", stats, &size).ok());
+  EXPECT_EQ(size.disksize(), static_cast<int64_t>(64 * kMiB));
+  v1beta1::ListDiskIDsRequest ids_req;
+  v1beta1::ListDiskIDsResponse ids;
+  ASSERT_TRUE(Call(Channel("v1beta1"), "/v1beta1.Disk/ListDiskIDs", ids_req, &ids).ok());
+  ASSERT_EQ(ids.diskids().count(id), 1u);
+  EXPECT_EQ(ids.diskids().at(id).identifiers().count("page83"), 1u);
+  EXPECT_EQ(ids.diskids().at(id).identifiers().count("serialNumber"), 1u);
+
+  v1beta2::GetAttachStateRequest get;
+  get.set_diskid(id);
+  v1beta2::GetAttachStateResponse state;
+  ASSERT_TRUE(Call(Channel("v1beta2"), "/v1beta2.Disk/GetAttachState", get, &state).ok());
+  EXPECT_TRUE(state.isonline());
+  v1beta2::SetAttachStateRequest set;
+  set.set_diskid(id);
+  set.set_isonline(false);
+  v1beta2::SetAttachStateResponse set_resp;
+  EXPECT_EQ(Call(Channel("v1beta2"), "/v1beta2.Disk/SetAttachState", set, &set_resp).error_code(),
+            Code::FAILED_PRECONDITION);
+
+  v1beta3::GetDiskStatsRequest v1beta3_stats;
+  v1beta3_stats.set_disk_number(loop.DiskNumber());
+  v1beta3::GetDiskStatsResponse v1beta3_size;
+  ASSERT_TRUE(Call(Channel("v1beta3"), "/v1beta3.Disk/GetDiskStats", v1beta3_stats, &v1beta3_size).ok());
+  EXPECT_EQ(v1beta3_size.total_bytes(), static_cast<int64_t>(64 * kMiB));
 }
 
 class DiskEndToEndWithLinuxPartitionType : public DiskEndToEnd {

@@ -16,6 +16,10 @@
 #include "loop_device.h"
 #include "v1/disk.pb.h"
 #include "v1/volume.pb.h"
+#include "v1alpha1/volume.pb.h"
+#include "v1beta1/volume.pb.h"
+#include "v1beta2/volume.pb.h"
+#include "v1beta3/volume.pb.h"
 #include "v2alpha1/volume.pb.h"
 
 namespace csi_proxy::volume {
@@ -122,6 +126,7 @@ std::string ReadFile(const std::string& path) {
   };
 CSI_PROXY_VOLUME_CLIENT(v1, "Volume")
 CSI_PROXY_VOLUME_CLIENT(v2alpha1, "Volume")
+CSI_PROXY_VOLUME_CLIENT(v1beta3, "Volume")
 #undef CSI_PROXY_VOLUME_CLIENT
 
 class VolumeEndToEnd : public ::testing::Test {
@@ -372,6 +377,88 @@ TEST_F(VolumeEndToEnd, SeveralDisksAreStagedInParallel) {
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < kDisks; ++i) EXPECT_EQ(errors[i], "") << "disk " << i;
+}
+
+// Older clients: v1beta3 runs upstream's sequence with v1's messages; v1alpha1 to v1beta2 (and v1beta3's
+// deprecated names) reach the same volumes under the old method names and fields.
+class OlderVolumeVersions : public VolumeEndToEnd {
+ protected:
+  void SetUp() override {
+    VolumeEndToEnd::SetUp();
+    if (::testing::Test::IsSkipped() || HasFatalFailure()) return;
+    std::vector<std::string> endpoints;
+    for (const char* v : {"v1beta3", "v1beta2", "v1beta1", "v1alpha1"}) {
+      ASSERT_TRUE(testing::SocketAccepts(host_.endpoint(std::string("csi-proxy-volume-") + v))) << v;
+    }
+    v1beta3_.channel = Channel("v1beta3");
+  }
+  std::shared_ptr<grpc::Channel> Channel(const std::string& version) {
+    return Dial(host_.endpoint("csi-proxy-volume-" + version));
+  }
+  v1beta3Client v1beta3_;
+};
+
+TEST_F(OlderVolumeVersions, UpstreamSequenceV1beta3) { RunUpstreamSequence(v1beta3_, "ext4", "v1beta3"); }
+
+TEST_F(OlderVolumeVersions, OldMethodNamesReachTheSameVolumes) {
+  LoopDevice loop(512 * kMiB);
+  ASSERT_TRUE(PartitionDisk(loop.DiskNumber()).ok());
+  const std::string disk_id = std::to_string(loop.DiskNumber());
+
+  v1alpha1::ListVolumesOnDiskRequest list;
+  list.set_disk_id(disk_id);
+  v1alpha1::ListVolumesOnDiskResponse volumes;
+  ASSERT_TRUE(Call(Channel("v1alpha1"), "/v1alpha1.Volume/ListVolumesOnDisk", list, &volumes).ok());
+  ASSERT_EQ(volumes.volume_ids_size(), 1);
+  const std::string id = volumes.volume_ids(0);
+  list.set_disk_id("-1");
+  EXPECT_EQ(Call(Channel("v1alpha1"), "/v1alpha1.Volume/ListVolumesOnDisk", list, &volumes).error_code(),
+            Code::INVALID_ARGUMENT);
+  v1alpha1::FormatVolumeRequest format;
+  format.set_volume_id(id);
+  v1alpha1::FormatVolumeResponse formatted;
+  ASSERT_TRUE(
+      Call(Channel("v1alpha1"), "/v1alpha1.Volume/FormatVolume", format, &formatted, std::chrono::minutes(5)).ok());
+
+  const std::string mnt = dir_.MakeDir("kubelet/old-names");
+  v1beta1::MountVolumeRequest mount;
+  mount.set_volume_id(id);
+  mount.set_path(mnt);
+  v1beta1::MountVolumeResponse mounted;
+  ASSERT_TRUE(Call(Channel("v1beta1"), "/v1beta1.Volume/MountVolume", mount, &mounted).ok());
+  v1beta1::VolumeStatsRequest stats;
+  stats.set_volume_id(id);
+  v1beta1::VolumeStatsResponse sizes;
+  ASSERT_TRUE(Call(Channel("v1beta1"), "/v1beta1.Volume/VolumeStats", stats, &sizes).ok());
+  ExpectSizeAround(sizes.volumesize(), PartitionSize(id));
+  v1beta1::VolumeDiskNumberRequest disk_number;
+  disk_number.set_volume_id(id);
+  v1beta1::VolumeDiskNumberResponse number;
+  ASSERT_TRUE(Call(Channel("v1beta1"), "/v1beta1.Volume/GetVolumeDiskNumber", disk_number, &number).ok());
+  EXPECT_EQ(number.disknumber(), static_cast<int64_t>(loop.DiskNumber()));
+  v1beta1::VolumeIDFromMountRequest from_mount;
+  from_mount.set_mount(mnt);
+  v1beta1::VolumeIDFromMountResponse found;
+  ASSERT_TRUE(Call(Channel("v1beta1"), "/v1beta1.Volume/GetVolumeIDFromMount", from_mount, &found).ok());
+  EXPECT_EQ(found.volume_id(), id);
+
+  v1beta2::WriteVolumeCacheRequest cache;
+  cache.set_volume_id(id);
+  v1beta2::WriteVolumeCacheResponse flushed;
+  EXPECT_TRUE(Call(Channel("v1beta2"), "/v1beta2.Volume/WriteVolumeCache", cache, &flushed).ok());
+  v1beta3::VolumeStatsRequest v1beta3_stats;
+  v1beta3_stats.set_volume_id(id);
+  v1beta3::VolumeStatsResponse v1beta3_sizes;
+  ASSERT_TRUE(Call(Channel("v1beta3"), "/v1beta3.Volume/VolumeStats", v1beta3_stats, &v1beta3_sizes).ok());
+  EXPECT_EQ(v1beta3_sizes.volume_size(), sizes.volumesize());
+
+  v1beta3::DismountVolumeRequest dismount;
+  dismount.set_volume_id(id);
+  dismount.set_path(mnt);
+  v1beta3::DismountVolumeResponse dismounted;
+  ASSERT_TRUE(Call(Channel("v1beta3"), "/v1beta3.Volume/DismountVolume", dismount, &dismounted).ok());
+  EXPECT_EQ(Call(Channel("v1beta1"), "/v1beta1.Volume/GetVolumeIDFromMount", from_mount, &found).error_code(),
+            Code::NOT_FOUND);
 }
 
 TEST(VolumeGroupConfiguration, AnUnsupportedDefaultFilesystemRefusesTheGroup) {
