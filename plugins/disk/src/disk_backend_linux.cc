@@ -26,7 +26,8 @@ bool HasDataPartition(const std::vector<common::PartitionEntry>& entries) {
 }
 
 std::string DescribeSignature(const common::Signatures& sig) {
-  std::string text = sig.usage == "filesystem" ? "a " + sig.fs_type + " filesystem" : "a " + sig.fs_type + " signature";
+  std::string text =
+      sig.usage == "filesystem" ? "a filesystem of type " + sig.fs_type : "a signature of type " + sig.fs_type;
   if (!sig.uuid.empty()) text += " (UUID " + sig.uuid + ")";
   return text;
 }

@@ -46,11 +46,11 @@ std::string DescribeSignature(const common::Signatures& sig) {
   if (sig.ambivalent) return "several conflicting signatures";
   if (!sig.fs_type.empty()) {
     std::string text =
-        sig.usage == "filesystem" ? "a " + sig.fs_type + " filesystem" : "a " + sig.fs_type + " signature";
+        sig.usage == "filesystem" ? "a filesystem of type " + sig.fs_type : "a signature of type " + sig.fs_type;
     if (!sig.uuid.empty()) text += " (UUID " + sig.uuid + ")";
     return text;
   }
-  if (!sig.pt_type.empty()) return "a " + sig.pt_type + " partition table";
+  if (!sig.pt_type.empty()) return "a partition table of type " + sig.pt_type;
   return "nothing";
 }
 

@@ -123,7 +123,7 @@ TEST_F(DiskServiceTest, PartitionDiskRefusesAFilesystemOnTheWholeDiskAndKeepsIt)
   ASSERT_TRUE(before.ok());
   auto status = service_.PartitionDisk(loop.DiskNumber());
   EXPECT_EQ(status.code(), Code::kFailedPrecondition);
-  EXPECT_NE(status.message().find("ext4 filesystem"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("filesystem of type ext4"), std::string::npos) << status.message();
   auto after = common::ProbeSignatures(loop.path());
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->fs_type, "ext4");

@@ -358,7 +358,7 @@ TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeHoldingAnotherFilesystem) {
   Configure("ext4");
   auto status = service_->FormatVolume(id);
   EXPECT_EQ(status.code(), Code::kFailedPrecondition);
-  EXPECT_NE(status.message().find("xfs filesystem"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("filesystem of type xfs"), std::string::npos) << status.message();
   auto after = common::ProbeSignatures(id);
   EXPECT_EQ(after->fs_type, "xfs");
   EXPECT_EQ(after->uuid, before->uuid);
