@@ -258,6 +258,15 @@ StatusOr<BlockDevice> BlockDevices::DeviceByDevno(dev_t devno) const {
   return Describe(link.filename().string());
 }
 
+StatusOr<BlockDevice> BlockDevices::DeviceOfMount(const MountEntry& mount) const {
+  auto device = DeviceByDevno(mount.devno);
+  if (device.ok()) return device;
+  if (mount.source.rfind(roots_.dev + "/", 0) == 0) {
+    if (auto by_source = ResolveVolumeId(mount.source); by_source.ok()) return by_source;
+  }
+  return NotFound("the mount at " + QuotePath(mount.target) + " (" + mount.fs_type + ") has no block device");
+}
+
 StatusOr<BlockDevice> BlockDevices::ResolveVolumeId(std::string_view volume_id) const {
   if (volume_id.empty()) return InvalidArgument("volume id is empty");
   const std::string prefix = roots_.dev + "/";
@@ -412,7 +421,7 @@ std::optional<std::string> BlockDevices::DescribeUse(const BlockDevice& device,
     if (stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) swaps.push_back(st.st_rdev);
   }
   for (const auto& d : devices) {
-    if (auto m = MountsOfDevice(mounts, d.devno); !m.empty()) return d.path + " is mounted at " + m.front().target;
+    if (auto m = MountsOfDevice(mounts, d); !m.empty()) return d.path + " is mounted at " + m.front().target;
     if (auto h = HoldersOf(d); !h.empty()) return d.path + " is held by " + h.front() + " (device-mapper or md)";
     if (std::find(swaps.begin(), swaps.end(), d.devno) != swaps.end()) return d.path + " is in use as swap";
   }
@@ -562,10 +571,14 @@ StatusOr<std::vector<MountEntry>> ReadMountTable() {
   return mounts;
 }
 
-std::vector<MountEntry> MountsOfDevice(const std::vector<MountEntry>& mounts, dev_t devno) {
+bool IsMountOf(const MountEntry& mount, const BlockDevice& device) {
+  return mount.devno == device.devno || (!mount.source.empty() && mount.source == device.path);
+}
+
+std::vector<MountEntry> MountsOfDevice(const std::vector<MountEntry>& mounts, const BlockDevice& device) {
   std::vector<MountEntry> result;
   for (const auto& m : mounts) {
-    if (m.devno == devno) result.push_back(m);
+    if (IsMountOf(m, device)) result.push_back(m);
   }
   return result;
 }

@@ -128,6 +128,10 @@ class BlockDevices {
   // The block device with that major:minor; NOT_FOUND if the kernel lists none.
   StatusOr<BlockDevice> DeviceByDevno(dev_t devno) const;
 
+  // The block device a mount is of: by its device number, else by a /dev source path (btrfs reports an
+  // anonymous device number). NOT_FOUND for filesystems without one (tmpfs, overlay, nfs).
+  StatusOr<BlockDevice> DeviceOfMount(const MountEntry& mount) const;
+
   // Turns a volume ID into the device it names. The ID must be an absolute path under the device root that
   // resolves (symlinks such as /dev/disk/by-uuid/... are followed) to a block device node the kernel lists.
   // INVALID_ARGUMENT for anything else that exists (a regular file, a path outside /dev, "-1", ""),
@@ -195,8 +199,10 @@ inline constexpr std::string_view kMicrosoftReservedGuid = "e3c9e316-0b5c-4db8-8
 // /proc/self/mountinfo through libmount.
 StatusOr<std::vector<MountEntry>> ReadMountTable();
 
-// Mounts whose source is this device.
-std::vector<MountEntry> MountsOfDevice(const std::vector<MountEntry>& mounts, dev_t devno);
+// Mounts whose source is this device: by device number, or by source path for filesystems that report an
+// anonymous device number (btrfs).
+std::vector<MountEntry> MountsOfDevice(const std::vector<MountEntry>& mounts, const BlockDevice& device);
+bool IsMountOf(const MountEntry& mount, const BlockDevice& device);
 
 // ---- File descriptors, locks, kernel partition table updates -------------------------------------------------
 

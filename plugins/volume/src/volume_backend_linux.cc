@@ -55,8 +55,8 @@ std::string DescribeSignature(const common::Signatures& sig) {
 }
 
 // Mounts of a device, whole-filesystem mounts (root "/") first.
-std::vector<common::MountEntry> MountsOf(const std::vector<common::MountEntry>& mounts, dev_t devno) {
-  auto found = common::MountsOfDevice(mounts, devno);
+std::vector<common::MountEntry> MountsOf(const std::vector<common::MountEntry>& mounts, const BlockDevice& device) {
+  auto found = common::MountsOfDevice(mounts, device);
   std::stable_partition(found.begin(), found.end(), [](const auto& m) { return m.root == "/"; });
   return found;
 }
@@ -240,7 +240,7 @@ Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t si
   }
   auto mounts = common::ReadMountTable();
   if (!mounts.ok()) return mounts.status();
-  const bool mounted = !common::MountsOfDevice(*mounts, volume->devno).empty();
+  const bool mounted = !common::MountsOfDevice(*mounts, *volume).empty();
 
   // The filesystem grows when the partition (as it will be) exceeds it by an alignment unit or more.
   const std::optional<uint64_t> fs_bytes = fs_type.empty() ? std::nullopt : FilesystemBytes(volume->path, fs_type);
@@ -352,7 +352,7 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
 Status LinuxVolumeBackend::GrowFilesystem(const BlockDevice& volume, const std::string& fs_type) {
   auto mounts = common::ReadMountTable();
   if (!mounts.ok()) return mounts.status();
-  auto mounted = MountsOf(*mounts, volume.devno);
+  auto mounted = MountsOf(*mounts, volume);
   common::ProgramOptions run;
   run.timeout = kGrowTimeout;
   if (IsExt(fs_type)) {
@@ -400,11 +400,11 @@ StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volu
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto mounts = common::ReadMountTable();
     if (!mounts.ok()) return mounts.status();
-    for (const auto& m : MountsOf(*mounts, volume->devno)) {
+    for (const auto& m : MountsOf(*mounts, *volume)) {
       struct stat st {};
       struct statvfs vfs {};
       // The mount point may be covered by another mount; only a path that still shows this device counts.
-      if (stat(m.target.c_str(), &st) == 0 && st.st_dev == volume->devno && statvfs(m.target.c_str(), &vfs) == 0) {
+      if (stat(m.target.c_str(), &st) == 0 && st.st_dev == m.devno && statvfs(m.target.c_str(), &vfs) == 0) {
         return FromStatvfs(vfs);
       }
     }
@@ -451,7 +451,7 @@ Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const commo
   auto where = FindMountOf(dir->get());
   if (!where.ok()) return where.status();
   if (where->is_mount_root) {
-    if (where->entry.devno == volume->devno && where->entry.root == "/") return Status::Ok();  // already there
+    if (common::IsMountOf(where->entry, *volume) && where->entry.root == "/") return Status::Ok();  // already there
     return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where->entry.source + " (" +
                               where->entry.fs_type + ") mounted on it");
   }
@@ -469,7 +469,7 @@ Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const com
   if (!where.ok()) return where.status();
   if (!where->is_mount_root) return Status::Ok();  // nothing mounted there: done already
   // A volume whose device has gone (a detached disk) is still unmounted by the name it was mounted with.
-  const bool same = volume.ok() ? where->entry.devno == volume->devno : where->entry.source == volume_id;
+  const bool same = volume.ok() ? common::IsMountOf(where->entry, *volume) : where->entry.source == volume_id;
   if (!same) {
     return FailedPrecondition("target_path " + QuotePath(target.path) + " has " + where->entry.source + " (" +
                               where->entry.fs_type + ") mounted on it, not " + volume_id);
@@ -507,7 +507,7 @@ StatusOr<std::string> LinuxVolumeBackend::GetVolumeIdFromTargetPath(const common
   auto where = FindMountOf(dir->get());
   if (!where.ok()) return where.status();
   if (!where->is_mount_root) return NotFound("no volume is mounted at " + QuotePath(target.path));
-  auto device = devices_.DeviceByDevno(where->entry.devno);
+  auto device = devices_.DeviceOfMount(where->entry);
   if (!device.ok()) {
     return NotFound(QuotePath(target.path) + " is a mount of " + where->entry.source + " (" + where->entry.fs_type +
                     "), not of a block volume");
@@ -525,7 +525,7 @@ StatusOr<std::string> LinuxVolumeBackend::GetClosestVolumeIdFromTargetPath(const
   // From the mount holding the path outwards, the first one whose source is a block device.
   common::MountEntry entry = where->entry;
   for (int depth = 0; depth < 256; ++depth) {
-    if (auto device = devices_.DeviceByDevno(entry.devno); device.ok()) return device->path;
+    if (auto device = devices_.DeviceOfMount(entry); device.ok()) return device->path;
     auto parent = std::find_if(mounts->begin(), mounts->end(), [&](const auto& m) { return m.id == entry.parent_id; });
     if (parent == mounts->end() || parent->id == entry.id) break;
     entry = *parent;
@@ -538,7 +538,7 @@ Status LinuxVolumeBackend::WriteVolumeCache(const std::string& volume_id) {
   if (!volume.ok()) return volume.status();
   auto mounts = common::ReadMountTable();
   if (!mounts.ok()) return mounts.status();
-  for (const auto& m : MountsOf(*mounts, volume->devno)) {
+  for (const auto& m : MountsOf(*mounts, *volume)) {
     UniqueFd fs(open(m.target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fs.valid() && syncfs(fs.get()) != 0) return Internal(ErrnoMessage("syncfs " + m.target, errno));
   }

@@ -182,7 +182,7 @@ TEST(BlockDevices, DescribeUseNamesTheMountPoint) {
   auto use = devices.DescribeUse(*disk, *mounts);
   ASSERT_TRUE(use.has_value());
   EXPECT_NE(use->find("mounted at " + mnt), std::string::npos) << *use;
-  EXPECT_EQ(MountsOfDevice(*mounts, disk->devno).size(), 1u);
+  EXPECT_EQ(MountsOfDevice(*mounts, *disk).size(), 1u);
   ASSERT_EQ(umount(mnt.c_str()), 0);
   mounts = ReadMountTable();
   EXPECT_FALSE(devices.DescribeUse(*disk, *mounts).has_value());

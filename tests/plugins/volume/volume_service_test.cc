@@ -456,7 +456,7 @@ TEST_F(VolumeServiceTest, MountRefusesUnformattedVolumesAndUnusableTargets) {
   EXPECT_EQ(service_->MountVolume(raw, kubelet_ + "/escape").code(), Code::kPermissionDenied);
   auto mounts = common::ReadMountTable();
   ASSERT_TRUE(mounts.ok());
-  EXPECT_TRUE(common::MountsOfDevice(*mounts, common::BlockDevices().ResolveVolumeId(raw)->devno).empty());
+  EXPECT_TRUE(common::MountsOfDevice(*mounts, *common::BlockDevices().ResolveVolumeId(raw)).empty());
 }
 
 TEST_F(VolumeServiceTest, UnmountingWhatIsNotMountedSucceeds) {
@@ -502,7 +502,7 @@ TEST_F(VolumeServiceTest, StatsOfAnUnmountedVolumeMatchTheMountedOnes) {
   EXPECT_EQ(mounted->total_bytes, unmounted->total_bytes);
   auto mounts = common::ReadMountTable();
   ASSERT_TRUE(mounts.ok());
-  EXPECT_EQ(common::MountsOfDevice(*mounts, common::BlockDevices().ResolveVolumeId(id)->devno).size(), 1u)
+  EXPECT_EQ(common::MountsOfDevice(*mounts, *common::BlockDevices().ResolveVolumeId(id)).size(), 1u)
       << "reading the stats of an unmounted volume leaves no mount behind";
 }
 
