@@ -1,6 +1,7 @@
 // See bench_host.h.
 #include "bench_host.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -39,16 +41,72 @@ const std::vector<std::string>& AllGroups() {
 
 namespace {
 
-bool SocketConnects(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
+// Watches one endpoint during start-up: connects as soon as the socket accepts, sends the HTTP/2 client preface
+// and waits for the server's first frame (its SETTINGS). A gRPC server sends that as soon as it has taken the
+// connection, so it marks the moment the endpoint serves, without the cost of a gRPC channel per attempt (which
+// would be counted in the start-up time; a channel takes milliseconds to set up).
+class Http2Probe {
+ public:
+  explicit Http2Probe(std::string path) : path_(std::move(path)) {}
+  ~Http2Probe() { Close(); }
+  Http2Probe(const Http2Probe&) = delete;
+  Http2Probe& operator=(const Http2Probe&) = delete;
+
+  bool ready() const { return ready_; }
+  int fd() const { return fd_; }
+
+  // Tries to connect (if not connected) and to read the server's frame header. Never blocks.
+  void Advance() {
+    if (ready_) return;
+    if (fd_ < 0 && !Connect()) return;
+    char buf[256];
+    for (;;) {
+      ssize_t n = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        received_.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n == 0) Close();  // the server dropped the connection: try again
+      break;
+    }
+    // A frame header is 9 bytes: length (3), type (1, SETTINGS = 4), flags, stream id.
+    if (received_.size() >= 9 && static_cast<uint8_t>(received_[3]) == 4) {
+      ready_ = true;
+      Close();
+    }
+  }
+
+ private:
+  bool Connect() {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      close(fd);
+      return false;
+    }
+    // The client connection preface and an empty SETTINGS frame.
+    static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+    if (send(fd, kPreface, sizeof kPreface - 1, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof kPreface - 1)) {
+      close(fd);
+      return false;
+    }
+    fd_ = fd;
+    received_.clear();
+    return true;
+  }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  bool ready_ = false;
+  std::string received_;
+};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -122,11 +180,24 @@ StatusOr<std::chrono::nanoseconds> BenchHost::Start(const std::vector<std::strin
   process_ = std::move(*child);
   ++runs_;
   auto deadline = started + timeout;
-  // First the socket accepts a connection (polled cheaply), then a real call gets an answer from the router.
-  // Polling the socket before dialling keeps gRPC's reconnect back-off (a second or more) out of the timing.
-  std::vector<bool> ready(endpoints.size(), false);
-  size_t remaining = endpoints.size();
-  while (remaining > 0) {
+  std::vector<std::unique_ptr<Http2Probe>> probes;
+  for (const auto& e : endpoints) probes.push_back(std::make_unique<Http2Probe>(endpoint(e)));
+  std::chrono::steady_clock::time_point ready_at;
+  for (;;) {
+    size_t ready = 0;
+    std::vector<pollfd> waiting;
+    for (auto& p : probes) {
+      p->Advance();
+      if (p->ready()) {
+        ++ready;
+      } else if (p->fd() >= 0) {
+        waiting.push_back({p->fd(), POLLIN, 0});
+      }
+    }
+    if (ready == probes.size()) {
+      ready_at = std::chrono::steady_clock::now();
+      break;
+    }
     int status = 0;
     if (process_.Exited(&status)) {
       return Internal("the host exited during start-up (status " + std::to_string(status) + "):\n" + log());
@@ -135,18 +206,16 @@ StatusOr<std::chrono::nanoseconds> BenchHost::Start(const std::vector<std::strin
       return Internal("the host did not serve every endpoint within " + std::to_string(timeout.count()) +
                       " ms:\n" + log());
     }
-    bool progressed = false;
-    for (size_t i = 0; i < endpoints.size(); ++i) {
-      if (ready[i] || !SocketConnects(endpoint(endpoints[i]))) continue;
-      if (ServerAnswers(endpoint(endpoints[i]), std::chrono::seconds(5))) {
-        ready[i] = true;
-        --remaining;
-        progressed = true;
-      }
-    }
-    if (!progressed && remaining > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    // Wake up when a connected endpoint answers; poll the sockets that do not accept yet every 100 us.
+    if (poll(waiting.data(), waiting.size(), 0) == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+  // Outside the timing: every endpoint answers a real gRPC call (UNIMPLEMENTED for the probe method).
+  for (const auto& e : endpoints) {
+    if (!ServerAnswers(endpoint(e), std::chrono::seconds(5))) {
+      return Internal("endpoint " + e + " speaks HTTP/2 but does not answer a gRPC call:\n" + log());
+    }
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(ready_at - started);
 }
 
 StatusOr<std::chrono::nanoseconds> BenchHost::Stop() {

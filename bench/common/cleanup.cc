@@ -10,8 +10,11 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
+#include <thread>
 
 namespace csi_proxy::bench {
 namespace {
@@ -104,8 +107,10 @@ void UndoEverything() {
   }
 }
 
-void OnFatalSignal(int sig) {
-  static const char kMsg[] = "\ncsi-proxy bench: interrupted; releasing loop devices, mounts and child processes\n";
+// SIGABRT (a failed assertion, std::terminate) arrives on the thread that failed: undo what can be undone with
+// async-signal-safe calls, then let it end the process.
+void OnAbort(int sig) {
+  static const char kMsg[] = "\ncsi-proxy bench: aborted; releasing loop devices, mounts and child processes\n";
   ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
   (void)ignored;
   UndoEverything();
@@ -113,20 +118,45 @@ void OnFatalSignal(int sig) {
   raise(sig);
 }
 
+// Stop signals are blocked in every thread and taken by this one, which may then clean up like normal code:
+// after the undo above it also removes the scratch directories (registered paths) recursively.
+void StopSignalThread(sigset_t stop_signals) {
+  int sig = 0;
+  if (sigwait(&stop_signals, &sig) != 0) return;
+  std::fprintf(stderr, "\ncsi-proxy bench: %s; releasing loop devices, mounts and child processes\n", strsignal(sig));
+  UndoEverything();
+  auto& paths = Paths();
+  for (int i = kSlots - 1; i >= 0; --i) {
+    if (paths.state[i].load(std::memory_order_acquire) != 2) continue;
+    std::error_code ec;
+    std::filesystem::remove_all(paths.paths[i].data(), ec);
+  }
+  signal(sig, SIG_DFL);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  raise(sig);
+  _exit(128 + sig);
+}
+
 }  // namespace
 
 void InstallCleanupHandlers() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // Touch the tables so that their construction never happens inside the handler.
+    // Construct the tables now, never inside a handler.
     Children();
     Loops();
     Mounts();
     Paths();
+    // Called first thing in main, before any thread exists, so every later thread inherits the blocked mask.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stop_signals, sig);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::thread(StopSignalThread, stop_signals).detach();
     struct sigaction sa {};
-    sa.sa_handler = OnFatalSignal;
+    sa.sa_handler = OnAbort;
     sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT}) sigaction(sig, &sa, nullptr);
+    sigaction(SIGABRT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
   });
 }
