@@ -224,12 +224,7 @@ class DiskPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    for (const auto& [key, value] : config.group_table()) {
-      if (key.str() != kPartitionTypeKey) {
-        return InvalidArgument("disk group: unknown key '" + std::string(key.str()) + "' (the only key is '" +
-                               kPartitionTypeKey + "')");
-      }
-    }
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kPartitionTypeKey}));
     LinuxDiskOptions options;
     auto type = config.GetString(kPartitionTypeKey, options.gpt_partition_type);
     if (!type.ok()) return type.status().WithContext("disk group");

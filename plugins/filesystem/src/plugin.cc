@@ -73,12 +73,7 @@ class FilesystemPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    for (const auto& [key, value] : config.group_table()) {
-      if (key.str() != kLinkTargetDirsKey) {
-        return InvalidArgument("filesystem group: unknown key '" + std::string(key.str()) + "' (the only key is '" +
-                               kLinkTargetDirsKey + "')");
-      }
-    }
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kLinkTargetDirsKey}));
     // By default symlinks may lead into the SMB group's mount root (local_path links point there), so that
     // IsSymlink and CreateSymlink work on SMB-staged paths, as they do upstream.
     std::vector<std::string> link_target_dirs = {config.state_dir() + "/smb"};

@@ -100,18 +100,6 @@ CSI_PROXY_ISCSI_MESSAGES(v1alpha1)
 CSI_PROXY_ISCSI_MESSAGES(v1alpha2)
 #undef CSI_PROXY_ISCSI_MESSAGES
 
-// The group's own keys; anything else is a typo that must not be silently ignored.
-constexpr const char* kKnownKeys[] = {"state_dir", "initiator_name", "node_db_dir", "mutual_chap_username", "discovery_timeout_seconds", "login_timeout_seconds"};
-
-Status CheckKeys(const sdk::PluginConfig& config) {
-  for (const auto& [key, value] : config.group_table()) {
-    bool known = false;
-    for (const char* k : kKnownKeys) known = known || key.str() == k;
-    if (!known) return InvalidArgument("unknown key '" + std::string(key.str()) + "' in [groups.iscsi]");
-  }
-  return Status::Ok();
-}
-
 void HostLog(LogLevel level, const std::string& message) {
   switch (level) {
     case LogLevel::kDebug:
@@ -136,7 +124,7 @@ class IscsiPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(CheckKeys(config));
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({"state_dir", "initiator_name", "node_db_dir", "mutual_chap_username", "discovery_timeout_seconds", "login_timeout_seconds"}));
     LinuxIscsiOptions options;
     auto state_dir = config.GetString("state_dir", config.state_dir() + "/iscsi");
     auto initiator_name = config.GetString("initiator_name", "");

@@ -46,18 +46,6 @@ CSI_PROXY_SMB_MESSAGES(v1beta1)
 CSI_PROXY_SMB_MESSAGES(v1alpha1)
 #undef CSI_PROXY_SMB_MESSAGES
 
-// The group's own keys; anything else is a typo that must not be silently ignored.
-constexpr const char* kKnownKeys[] = {"mount_root", "mount_helper", "require_privacy", "port", "smb_version", "mount_timeout_seconds"};
-
-Status CheckKeys(const sdk::PluginConfig& config) {
-  for (const auto& [key, value] : config.group_table()) {
-    bool known = false;
-    for (const char* k : kKnownKeys) known = known || key.str() == k;
-    if (!known) return InvalidArgument("unknown key '" + std::string(key.str()) + "' in [groups.smb]");
-  }
-  return Status::Ok();
-}
-
 void HostLog(LogLevel level, const std::string& message) {
   switch (level) {
     case LogLevel::kDebug:
@@ -75,7 +63,7 @@ class SmbPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(CheckKeys(config));
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({"mount_root", "mount_helper", "require_privacy", "port", "smb_version", "mount_timeout_seconds"}));
     auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
     if (!policy.ok()) return policy.status().WithContext("smb group: [host] kubelet_path / working_dirs");
 

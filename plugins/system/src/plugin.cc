@@ -14,24 +14,11 @@
 namespace csi_proxy::system {
 namespace {
 
-// The group's own keys; see README.md.
-constexpr const char* kKnownKeys[] = {"systemd_private_socket", "systemd_bus_address", "service_timeout_seconds",
-                                      "allowed_services", "bios_serial_files"};
-
-Status CheckKeys(const sdk::PluginConfig& config) {
-  for (const auto& [key, value] : config.group_table()) {
-    bool known = false;
-    for (const char* k : kKnownKeys) known = known || key.str() == k;
-    if (!known) return InvalidArgument("unknown key '" + std::string(key.str()) + "' in [groups.system]");
-  }
-  return Status::Ok();
-}
-
 class SystemPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(CheckKeys(config));
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({"systemd_private_socket", "systemd_bus_address", "service_timeout_seconds", "allowed_services", "bios_serial_files"}));
 
     SystemdConnectOptions connect;
     auto private_socket = config.GetString("systemd_private_socket", connect.private_socket);

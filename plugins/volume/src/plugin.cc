@@ -253,12 +253,7 @@ class VolumePlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    for (const auto& [key, value] : config.group_table()) {
-      if (key.str() != kDefaultFsTypeKey) {
-        return InvalidArgument("volume group: unknown key '" + std::string(key.str()) + "' (the only key is '" +
-                               kDefaultFsTypeKey + "')");
-      }
-    }
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kDefaultFsTypeKey}));
     LinuxVolumeOptions options;
     auto fs_type = config.GetString(kDefaultFsTypeKey, options.default_fs_type);
     if (!fs_type.ok()) return fs_type.status().WithContext("volume group");

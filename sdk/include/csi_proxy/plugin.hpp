@@ -19,12 +19,14 @@
 //   CSI_PROXY_PLUGIN(EchoPlugin, "echo", "1.0.0")
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -77,6 +79,7 @@ class PluginConfig {
       return InvalidArgument("the host passed a malformed configuration: " + std::string(err.description()));
     }
     if (const toml::table* host = config.doc_["host"].as_table()) {
+      config.group_name_ = (*host)["group_name"].value_or(std::string());
       config.kubelet_path_ = (*host)["kubelet_path"].value_or(std::string("/var/lib/kubelet"));
       config.state_dir_ = (*host)["state_dir"].value_or(std::string("/var/lib/csi-proxy"));
       if (const toml::array* dirs = (*host)["working_dirs"].as_array()) {
@@ -87,6 +90,9 @@ class PluginConfig {
     }
     return config;
   }
+
+  // The name of the group's table in the host configuration ([groups.<name>]).
+  const std::string& group_name() const { return group_name_; }
 
   // Node-wide: the kubelet root and the admin's extra allowed roots.
   const std::string& kubelet_path() const { return kubelet_path_; }
@@ -99,6 +105,19 @@ class PluginConfig {
     static const toml::table empty;
     const toml::table* t = doc_["group"].as_table();
     return t != nullptr ? *t : empty;
+  }
+
+  // Refuses a key the group does not know, so that a typo in the configuration is reported, not ignored:
+  // INVALID_ARGUMENT "unknown key 'x' in [groups.<name>]; known keys: a, b".
+  Status RequireKnownKeys(std::initializer_list<std::string_view> known) const {
+    for (const auto& [key, value] : group_table()) {
+      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+      std::string list;
+      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return InvalidArgument("unknown key '" + std::string(key.str()) + "' in [groups." + group_name_ + "]; " +
+                             (known.size() == 0 ? std::string("the group has no keys") : "known keys: " + list));
+    }
+    return Status::Ok();
   }
 
   // Typed lookups of the group's own keys. A key of the wrong type is an error that names it.
@@ -137,6 +156,7 @@ class PluginConfig {
   }
 
   toml::table doc_;
+  std::string group_name_;
   std::string kubelet_path_ = "/var/lib/kubelet";
   std::string state_dir_ = "/var/lib/csi-proxy";
   std::vector<std::string> working_dirs_;
