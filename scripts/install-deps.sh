@@ -12,7 +12,7 @@ build_pkgs=(
 )
 # Programs the plugins exec or the end-to-end tests use as real peers.
 runtime_pkgs=(
-  util-linux e2fsprogs xfsprogs dosfstools
+  util-linux fdisk e2fsprogs xfsprogs dosfstools
   samba smbclient cifs-utils tgt open-iscsi
   dbus systemd
 )
