@@ -216,6 +216,9 @@ StatusOr<std::vector<BlockDevice>> BlockDevices::ListDisks() const {
   fs::directory_iterator it(roots_.sys + "/block", ec);
   if (ec) return Internal("cannot list " + roots_.sys + "/block: " + ec.message());
   for (const auto& entry : it) {
+    // Idle devices (unattached loop devices, empty drives) have size 0: one read skips them, before the
+    // several reads of Describe(). A node keeps dozens of idle loop devices around.
+    if (ReadU64(entry.path().string() + "/size").value_or(0) == 0) continue;
     std::string name = entry.path().filename().string();
     auto d = Describe(name);
     if (!d.ok() || d->is_partition || d->size_bytes == 0 || d->diskseq == 0) continue;
