@@ -203,8 +203,8 @@ StatusOr<std::chrono::nanoseconds> BenchHost::Start(const std::vector<std::strin
       return Internal("the host exited during start-up (status " + std::to_string(status) + "):\n" + log());
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      return Internal("the host did not serve every endpoint within " + std::to_string(timeout.count()) +
-                      " ms:\n" + log());
+      return Internal("the host did not serve every endpoint within " + std::to_string(timeout.count()) + " ms:\n" +
+                      log());
     }
     // Wake up when a connected endpoint answers; poll the sockets that do not accept yet every 100 us.
     if (poll(waiting.data(), waiting.size(), 0) == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -26,7 +26,7 @@ std::string RepoRelative(const std::string& path);
 const std::vector<std::string>& AllGroups();
 
 struct EndpointInfo {
-  std::string name;     // csi-proxy-<group>-<version>
+  std::string name;  // csi-proxy-<group>-<version>
   std::string group;
   std::string version;
 };

@@ -102,9 +102,7 @@ ProcessMemory ReadProcessMemory(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line)) {
-    auto value = [&](const char* key) -> int64_t {
-      return std::strtoll(line.c_str() + std::strlen(key), nullptr, 10);
-    };
+    auto value = [&](const char* key) -> int64_t { return std::strtoll(line.c_str() + std::strlen(key), nullptr, 10); };
     if (line.rfind("VmRSS:", 0) == 0) m.rss_kib = value("VmRSS:");
     if (line.rfind("VmHWM:", 0) == 0) m.hwm_kib = value("VmHWM:");
     if (line.rfind("Threads:", 0) == 0) m.threads = value("Threads:");

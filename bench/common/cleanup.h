@@ -22,8 +22,8 @@ void InstallCleanupHandlers();
 
 // Each Register* returns a slot (or -1 when the table is full: the thing is still released by RAII, it just
 // is not covered by the signal handler). Pass the slot to the matching Unregister once the thing is gone.
-int RegisterChild(pid_t pid);            // killed with SIGKILL
-int RegisterLoopDevice(int fd);          // LOOP_CLR_FD on this open descriptor of /dev/loopN
+int RegisterChild(pid_t pid);                  // killed with SIGKILL
+int RegisterLoopDevice(int fd);                // LOOP_CLR_FD on this open descriptor of /dev/loopN
 int RegisterMount(const std::string& target);  // umount2(target, MNT_DETACH)
 int RegisterPath(const std::string& path);     // removed (recursively) after the above
 void UnregisterChild(int slot);

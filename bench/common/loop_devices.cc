@@ -117,8 +117,8 @@ int CountVisibleDisks() {
 int CountBlockEntries() {
   int n = 0;
   std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/sys/block", ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = std::filesystem::directory_iterator("/sys/block", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     ++n;
   }
   return n;

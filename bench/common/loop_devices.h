@@ -42,8 +42,7 @@ class LoopDevice {
 // A set of loop devices that grows and shrinks on demand; benchmarks ask for 1, 8, 32, 64 disks in turn.
 class LoopPool {
  public:
-  LoopPool(std::string backing_dir, uint64_t disk_size_bytes)
-      : dir_(std::move(backing_dir)), size_(disk_size_bytes) {}
+  LoopPool(std::string backing_dir, uint64_t disk_size_bytes) : dir_(std::move(backing_dir)), size_(disk_size_bytes) {}
   Status Resize(size_t count);
   const std::vector<std::unique_ptr<LoopDevice>>& devices() const { return devices_; }
   size_t size() const { return devices_.size(); }

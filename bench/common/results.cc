@@ -27,10 +27,14 @@ std::map<std::string, Target>& Targets() {
 
 double ToMicroseconds(double value, benchmark::TimeUnit unit) {
   switch (unit) {
-    case benchmark::kNanosecond: return value / 1000.0;
-    case benchmark::kMicrosecond: return value;
-    case benchmark::kMillisecond: return value * 1000.0;
-    case benchmark::kSecond: return value * 1e6;
+    case benchmark::kNanosecond:
+      return value / 1000.0;
+    case benchmark::kMicrosecond:
+      return value;
+    case benchmark::kMillisecond:
+      return value * 1000.0;
+    case benchmark::kSecond:
+      return value * 1e6;
   }
   return value;
 }

@@ -21,8 +21,8 @@ class Results {
  public:
   static Results& Get();
 
-  void Add(const std::string& section, const std::string& subject, const std::string& param,
-           const std::string& metric, double value, const std::string& unit);
+  void Add(const std::string& section, const std::string& subject, const std::string& param, const std::string& metric,
+           double value, const std::string& unit);
   void Note(const std::string& section, const std::string& text);
 
   // Writes everything recorded so far to the file named by --results (see ParseCommonFlags).

@@ -1,8 +1,8 @@
 // See scratch.h.
 #include "scratch.h"
 
-#include <sys/mount.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 
 #include <algorithm>
 #include <cerrno>

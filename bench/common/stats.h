@@ -13,7 +13,10 @@ namespace csi_proxy::bench {
 class LatencySamples {
  public:
   void Reserve(size_t n) { ns_.reserve(n); }
-  void Add(std::chrono::nanoseconds d) { ns_.push_back(d.count()); sorted_ = false; }
+  void Add(std::chrono::nanoseconds d) {
+    ns_.push_back(d.count());
+    sorted_ = false;
+  }
   void Merge(const LatencySamples& other) {
     ns_.insert(ns_.end(), other.ns_.begin(), other.ns_.end());
     sorted_ = false;

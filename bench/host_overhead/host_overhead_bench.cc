@@ -29,7 +29,7 @@ constexpr const char* kMethod = "/v1.Echo/Echo";
 constexpr int kWorkers = 16;  // the host's default worker pool; the sync baseline gets as many threads
 
 struct Server {
-  std::string id;      // record subject: host, grpc-sync, grpc-callback
+  std::string id;  // record subject: host, grpc-sync, grpc-callback
   std::string socket;
   pid_t pid = -1;
 };
@@ -85,8 +85,8 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
     ProcessMemory m = ReadProcessMemory(server.pid);
     r.rss_peak_kib = std::max(r.rss_peak_kib, m.rss_kib);
     r.threads_peak = std::max(r.threads_peak, m.threads);
-    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(10),
-                                                                   end - std::chrono::steady_clock::now()));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(10), end - std::chrono::steady_clock::now()));
   }
   stop.store(true);
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -102,9 +102,7 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   return r;
 }
 
-std::string SelfDir() {
-  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
-}
+std::string SelfDir() { return std::filesystem::read_symlink("/proc/self/exe").parent_path().string(); }
 
 int Main(int argc, char** argv) {
   InstallCleanupHandlers();
@@ -125,9 +123,9 @@ int Main(int argc, char** argv) {
   std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()}};
   for (const char* mode : {"sync", "callback"}) {
     std::string socket = scratch.Sub(std::string(mode) + ".sock");
-    auto child = ChildProcess::Start({baseline, "--socket", socket, "--mode", mode, "--threads",
-                                      std::to_string(kWorkers)},
-                                     scratch.Sub(std::string(mode) + ".log"));
+    auto child =
+        ChildProcess::Start({baseline, "--socket", socket, "--mode", mode, "--threads", std::to_string(kWorkers)},
+                            scratch.Sub(std::string(mode) + ".log"));
     if (!child.ok()) {
       std::cerr << child.status().message() << "\n";
       return 1;
@@ -178,9 +176,8 @@ int Main(int argc, char** argv) {
           results.Note("overhead", servers[i].id + " with " + param + ": " + std::to_string(r.failures) +
                                        " failed calls, first: " + r.first_error);
         }
-        std::fprintf(stderr, "%-14s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us\n",
-                     servers[i].id.c_str(), param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50),
-                     r.latency.PercentileUs(99));
+        std::fprintf(stderr, "%-14s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us\n", servers[i].id.c_str(),
+                     param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50), r.latency.PercentileUs(99));
         rates[i].push_back(r.calls_per_s);
         latency[i].Merge(r.latency);
         rss_peak[i] = std::max(rss_peak[i], r.rss_peak_kib);

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
       {"csi-proxy-disk-v1", "/v1.Disk/GetDiskStats",
        [](const MethodFixture& f) { return DiskRequest<v1::GetDiskStatsRequest>(f.disk_numbers.front()); },
        ParsesAs<v1::GetDiskStatsResponse>([](const v1::GetDiskStatsResponse& r, const MethodFixture&) {
-         return r.total_bytes() == (64ll << 20) ? "" : "reports " + std::to_string(r.total_bytes()) + " bytes for a 64 MiB disk";
+         return r.total_bytes() == (64ll << 20)
+                    ? ""
+                    : "reports " + std::to_string(r.total_bytes()) + " bytes for a 64 MiB disk";
        })},
       {"csi-proxy-disk-v1", "/v1.Disk/GetDiskState",
        [](const MethodFixture& f) { return DiskRequest<v1::GetDiskStateRequest>(f.disk_numbers.front()); },

@@ -113,10 +113,11 @@ StatusOr<FormattedVolume> MakeFormattedVolume(const std::string& backing, const 
 }  // namespace
 
 std::string CodeName(int code) {
-  static const char* const kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-                                       "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   return code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
 }
 
@@ -128,8 +129,8 @@ int RunMethodBenchmarks(int argc, char** argv, const std::string& group, const s
   Results& results = Results::Get();
 
   if (GroupLibrary(group).empty()) {
-    results.Note("methods", "group " + group + ": skipped, its library is not built (" +
-                                RepoRelative(PluginDir()) + "/libcsi-proxy-" + group + ".so does not exist)");
+    results.Note("methods", "group " + group + ": skipped, its library is not built (" + RepoRelative(PluginDir()) +
+                                "/libcsi-proxy-" + group + ".so does not exist)");
     return results.Write() ? 0 : 1;
   }
   results.Note("methods", "group " + group + ": measured from " + RepoRelative(GroupLibrary(group)));
@@ -199,59 +200,69 @@ int RunMethodBenchmarks(int argc, char** argv, const std::string& group, const s
       }
       // The formatted volume's disk counts as one of the attached disks.
       size_t blanks = disks - (have_volume && disks > 0 ? 1 : 0);
-      benchmark::RegisterBenchmark(name.c_str(), [&, blanks, disks, c](benchmark::State& state) {
-        if (pool.size() != blanks) {
-          if (Status s = pool.Resize(blanks); !s.ok()) {
-            state.SkipWithError(("cannot attach disks: " + s.message()).c_str());
-            return;
-          }
-          fixture.disk_numbers.clear();
-          for (const auto& d : pool.devices()) fixture.disk_numbers.push_back(d->DiskNumber());
-          if (have_volume) fixture.disk_numbers.push_back(fixture.formatted_disk_number);
-        }
-        RawClient& client = *clients[c.endpoint];
-        const std::string request = c.request(fixture);
-        std::string response;
-        grpc::Status first = client.Call(c.method, request, &response);
-        static std::map<std::string, bool> noted;
-        if (!first.ok() && first.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
-            first.error_code() != grpc::StatusCode::NOT_FOUND) {
-          state.SkipWithError(("the call fails with " + CodeName(first.error_code()) + ": " + first.error_message()).c_str());
-          return;
-        }
-        if (!first.ok()) {
-          // A method this machine cannot serve (no DMI, no systemd, ...) still answers, with an error: that answer
-          // is measured and flagged, so that the report says what the number is.
-          if (!noted[c.method]) {
-            noted[c.method] = true;
-            Results::Get().Note("methods", c.method + " answers " + CodeName(first.error_code()) + " on this machine (" +
-                                               first.error_message() + "); its numbers are those of that error answer");
-          }
-        } else if (std::string problem = c.check ? c.check(response, fixture) : ""; !problem.empty() && !noted[c.method]) {
-          noted[c.method] = true;
-          Results::Get().Note("methods", c.method + " with " + std::to_string(disks) + " disks: " + problem);
-        }
-        LatencySamples samples;
-        samples.Reserve(static_cast<size_t>(state.max_iterations));
-        for (auto _ : state) {
-          auto t0 = std::chrono::steady_clock::now();
-          grpc::Status s = client.Call(c.method, request, nullptr);
-          auto t1 = std::chrono::steady_clock::now();
-          if (s.error_code() != first.error_code()) {
-            state.SkipWithError(("a call answered " + CodeName(s.error_code()) + " (" + s.error_message() +
-                                 "), the first one " + CodeName(first.error_code())).c_str());
-            break;
-          }
-          samples.Add(t1 - t0);
-        }
-        state.counters["status_code"] = static_cast<double>(first.error_code());
-        state.counters["p50_us"] = samples.PercentileUs(50);
-        state.counters["p90_us"] = samples.PercentileUs(90);
-        state.counters["p99_us"] = samples.PercentileUs(99);
-        state.counters["mean_us"] = samples.MeanUs();
-        state.counters["visible_disks"] = CountVisibleDisks();
-        state.counters["block_entries"] = CountBlockEntries();
-      })->MinWarmUpTime(min_time / 3)->MinTime(min_time)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [&, blanks, disks, c](benchmark::State& state) {
+            if (pool.size() != blanks) {
+              if (Status s = pool.Resize(blanks); !s.ok()) {
+                state.SkipWithError(("cannot attach disks: " + s.message()).c_str());
+                return;
+              }
+              fixture.disk_numbers.clear();
+              for (const auto& d : pool.devices()) fixture.disk_numbers.push_back(d->DiskNumber());
+              if (have_volume) fixture.disk_numbers.push_back(fixture.formatted_disk_number);
+            }
+            RawClient& client = *clients[c.endpoint];
+            const std::string request = c.request(fixture);
+            std::string response;
+            grpc::Status first = client.Call(c.method, request, &response);
+            static std::map<std::string, bool> noted;
+            if (!first.ok() && first.error_code() != grpc::StatusCode::FAILED_PRECONDITION &&
+                first.error_code() != grpc::StatusCode::NOT_FOUND) {
+              state.SkipWithError(
+                  ("the call fails with " + CodeName(first.error_code()) + ": " + first.error_message()).c_str());
+              return;
+            }
+            if (!first.ok()) {
+              // A method this machine cannot serve (no DMI, no systemd, ...) still answers, with an error: that answer
+              // is measured and flagged, so that the report says what the number is.
+              if (!noted[c.method]) {
+                noted[c.method] = true;
+                Results::Get().Note("methods", c.method + " answers " + CodeName(first.error_code()) +
+                                                   " on this machine (" + first.error_message() +
+                                                   "); its numbers are those of that error answer");
+              }
+            } else if (std::string problem = c.check ? c.check(response, fixture) : "";
+                       !problem.empty() && !noted[c.method]) {
+              noted[c.method] = true;
+              Results::Get().Note("methods", c.method + " with " + std::to_string(disks) + " disks: " + problem);
+            }
+            LatencySamples samples;
+            samples.Reserve(static_cast<size_t>(state.max_iterations));
+            for (auto _ : state) {
+              auto t0 = std::chrono::steady_clock::now();
+              grpc::Status s = client.Call(c.method, request, nullptr);
+              auto t1 = std::chrono::steady_clock::now();
+              if (s.error_code() != first.error_code()) {
+                state.SkipWithError(("a call answered " + CodeName(s.error_code()) + " (" + s.error_message() +
+                                     "), the first one " + CodeName(first.error_code()))
+                                        .c_str());
+                break;
+              }
+              samples.Add(t1 - t0);
+            }
+            state.counters["status_code"] = static_cast<double>(first.error_code());
+            state.counters["p50_us"] = samples.PercentileUs(50);
+            state.counters["p90_us"] = samples.PercentileUs(90);
+            state.counters["p99_us"] = samples.PercentileUs(99);
+            state.counters["mean_us"] = samples.MeanUs();
+            state.counters["visible_disks"] = CountVisibleDisks();
+            state.counters["block_entries"] = CountBlockEntries();
+          })
+          ->MinWarmUpTime(min_time / 3)
+          ->MinTime(min_time)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
       ReportAs(name, "methods", group + " " + c.method, "disks=" + std::to_string(disks));
       ++registered;
     }

@@ -17,17 +17,17 @@ namespace csi_proxy::bench {
 // on loop devices the benchmark attached.
 struct MethodFixture {
   std::string kubelet_dir;
-  std::string existing_dir;                // a directory below kubelet_dir
-  std::string symlink_path;                // a symlink below kubelet_dir, to existing_dir
-  std::vector<uint64_t> disk_numbers;      // the disks the benchmark attached (diskseq), blank ones first
-  uint64_t formatted_disk_number = 0;      // a disk with one GPT partition holding ext4 (0: none)
-  std::string volume_id;                   // that partition, e.g. /dev/loop7p1
-  std::string volume_mount_path;           // where it is mounted, below kubelet_dir
+  std::string existing_dir;            // a directory below kubelet_dir
+  std::string symlink_path;            // a symlink below kubelet_dir, to existing_dir
+  std::vector<uint64_t> disk_numbers;  // the disks the benchmark attached (diskseq), blank ones first
+  uint64_t formatted_disk_number = 0;  // a disk with one GPT partition holding ext4 (0: none)
+  std::string volume_id;               // that partition, e.g. /dev/loop7p1
+  std::string volume_mount_path;       // where it is mounted, below kubelet_dir
 };
 
 struct MethodCase {
-  std::string endpoint;  // csi-proxy-<group>-<version>
-  std::string method;    // the full path, /v1.Disk/ListDiskIDs
+  std::string endpoint;                                      // csi-proxy-<group>-<version>
+  std::string method;                                        // the full path, /v1.Disk/ListDiskIDs
   std::function<std::string(const MethodFixture&)> request;  // serialized request
   // Checks one response (serialized); returns "" when it is what the fixture implies, else the discrepancy
   // (recorded as a note: the method is still measured).

@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
            }),
        kNeedsVolume},
       {"csi-proxy-volume-v1", "/v1.Volume/GetVolumeIDFromTargetPath",
-       [](const MethodFixture& f) { return TargetPathRequest<v1::GetVolumeIDFromTargetPathRequest>(f.volume_mount_path); },
+       [](const MethodFixture& f) {
+         return TargetPathRequest<v1::GetVolumeIDFromTargetPathRequest>(f.volume_mount_path);
+       },
        ParsesAs<v1::GetVolumeIDFromTargetPathResponse>(
            [](const v1::GetVolumeIDFromTargetPathResponse& r, const MethodFixture& f) {
              return r.volume_id() == f.volume_id ? "" : "names " + r.volume_id();

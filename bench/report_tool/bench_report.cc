@@ -56,8 +56,8 @@ void Load(const fs::path& file, Data& data) {
     auto f = Split(line, '\t');
     if (f.size() == 7 && f[0] == "R") {
       data.values[{f[1], f[2], f[3], f[4]}] = std::strtod(f[5].c_str(), nullptr);
-      if (f[1] == "methods" &&
-          std::find(data.subjects_in_order.begin(), data.subjects_in_order.end(), f[2]) == data.subjects_in_order.end()) {
+      if (f[1] == "methods" && std::find(data.subjects_in_order.begin(), data.subjects_in_order.end(), f[2]) ==
+                                   data.subjects_in_order.end()) {
         data.subjects_in_order.push_back(f[2]);
       }
     } else if (f.size() == 3 && f[0] == "N") {
@@ -200,7 +200,8 @@ const std::vector<std::pair<std::string, std::string>> kSteps = {
 
 std::vector<Metric> Ratios(const Data& d) {
   std::vector<Metric> r;
-  auto ratio = [&](const std::string& key, std::optional<double> a, std::optional<double> b, const std::string& meaning) {
+  auto ratio = [&](const std::string& key, std::optional<double> a, std::optional<double> b,
+                   const std::string& meaning) {
     if (a && b && *b != 0) r.push_back({key, *a / *b, "x", meaning});
   };
   for (const auto& base : {std::string("grpc-sync"), std::string("grpc-callback")}) {
@@ -208,7 +209,8 @@ std::vector<Metric> Ratios(const Data& d) {
     for (const char* p : {"p50_us", "p99_us"}) {
       std::string pname = std::string(p).substr(0, 3);
       ratio("overhead.latency_" + pname + ".host_vs_grpc_" + tag, Get(d, "overhead", "host", "1 client", p),
-            Get(d, "overhead", base, "1 client", p), "latency, 1 client: host ÷ plain gRPC " + tag + "; lower is better, 1.00 = no overhead");
+            Get(d, "overhead", base, "1 client", p),
+            "latency, 1 client: host ÷ plain gRPC " + tag + "; lower is better, 1.00 = no overhead");
     }
     for (const auto& c : kConcurrency) {
       std::string n = c.substr(0, c.find(' '));
@@ -218,7 +220,8 @@ std::vector<Metric> Ratios(const Data& d) {
     }
   }
   ratio("overhead.rss_idle.host_vs_grpc_sync", Get(d, "overhead", "host", "idle", "rss_kib"),
-        Get(d, "overhead", "grpc-sync", "idle", "rss_kib"), "idle resident memory: host ÷ plain gRPC sync; lower is better");
+        Get(d, "overhead", "grpc-sync", "idle", "rss_kib"),
+        "idle resident memory: host ÷ plain gRPC sync; lower is better");
   for (const auto& [step, _] : kSteps) {
     ratio("staging." + step + ".proxy_vs_scripts", Get(d, "staging", "proxy", "", step + "_ms"),
           Get(d, "staging", "scripts", "", step + "_ms"),
@@ -245,7 +248,8 @@ std::vector<Metric> Values(const Data& d) {
     add("overhead." + id + ".p50_us", Get(d, "overhead", id, "1 client", "p50_us"), "us");
     add("overhead." + id + ".p99_us", Get(d, "overhead", id, "1 client", "p99_us"), "us");
     for (const auto& c : kConcurrency) {
-      add("overhead." + id + ".calls_per_s_" + c.substr(0, c.find(' ')), Get(d, "overhead", id, c, "calls_per_s"), "calls/s");
+      add("overhead." + id + ".calls_per_s_" + c.substr(0, c.find(' ')), Get(d, "overhead", id, c, "calls_per_s"),
+          "calls/s");
     }
     add("overhead." + id + ".rss_idle_kib", Get(d, "overhead", id, "idle", "rss_kib"), "KiB");
   }
@@ -334,25 +338,30 @@ int main(int argc, char** argv) {
        << Fmt(Get(d, "overhead", "config", "", "round_ms"), 0) << " ms per server and client count; each client has "
        << "its own connection and calls back to back.\n\n";
   }
-  md << "Latency with one client (µs):\n\n| server | p50 | p90 | p99 | p99.9 | mean | calls |\n|---|---:|---:|---:|---:|---:|---:|\n";
+  md << "Latency with one client (µs):\n\n| server | p50 | p90 | p99 | p99.9 | mean | calls "
+        "|\n|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& [id, label] : kServers) {
     md << "| " << label << " | " << Fmt(Get(d, "overhead", id, "1 client", "p50_us")) << " | "
-       << Fmt(Get(d, "overhead", id, "1 client", "p90_us")) << " | " << Fmt(Get(d, "overhead", id, "1 client", "p99_us"))
-       << " | " << Fmt(Get(d, "overhead", id, "1 client", "p999_us")) << " | "
+       << Fmt(Get(d, "overhead", id, "1 client", "p90_us")) << " | "
+       << Fmt(Get(d, "overhead", id, "1 client", "p99_us")) << " | "
+       << Fmt(Get(d, "overhead", id, "1 client", "p999_us")) << " | "
        << Fmt(Get(d, "overhead", id, "1 client", "mean_us")) << " | "
        << Fmt(Get(d, "overhead", id, "1 client", "samples"), 0) << " |\n";
   }
   md << "\nThroughput (calls/s, median of rounds) and latency under load (p50 / p99 µs):\n\n"
-     << "| server | 1 client | 16 clients | 64 clients | p50 / p99 at 16 | p50 / p99 at 64 |\n|---|---:|---:|---:|---:|---:|\n";
+     << "| server | 1 client | 16 clients | 64 clients | p50 / p99 at 16 | p50 / p99 at 64 "
+        "|\n|---|---:|---:|---:|---:|---:|\n";
   for (const auto& [id, label] : kServers) {
     md << "| " << label;
     for (const auto& c : kConcurrency) md << " | " << Fmt(Get(d, "overhead", id, c, "calls_per_s"), 0);
     for (const char* c : {"16 clients", "64 clients"}) {
-      md << " | " << Fmt(Get(d, "overhead", id, c, "p50_us"), 0) << " / " << Fmt(Get(d, "overhead", id, c, "p99_us"), 0);
+      md << " | " << Fmt(Get(d, "overhead", id, c, "p50_us"), 0) << " / "
+         << Fmt(Get(d, "overhead", id, c, "p99_us"), 0);
     }
     md << " |\n";
   }
-  md << "\nResident memory (KiB) and threads:\n\n| server | idle RSS | peak RSS, 64 clients | threads idle | threads peak |\n|---|---:|---:|---:|---:|\n";
+  md << "\nResident memory (KiB) and threads:\n\n| server | idle RSS | peak RSS, 64 clients | threads idle | threads "
+        "peak |\n|---|---:|---:|---:|---:|\n";
   for (const auto& [id, label] : kServers) {
     md << "| " << label << " | " << Fmt(Get(d, "overhead", id, "idle", "rss_kib"), 0) << " | "
        << Fmt(Get(d, "overhead", id, "64 clients", "rss_peak_kib"), 0) << " | "
@@ -423,9 +432,9 @@ int main(int argc, char** argv) {
     if (!Get(d, "startup", s, "", "ready_median_ms")) continue;
     md << "| " << (std::string(s) == "echo" ? "echo group only" : "every built API group") << " | "
        << Fmt(Get(d, "startup", s, "", "groups"), 0) << " | " << Fmt(Get(d, "startup", s, "", "endpoints"), 0) << " | "
-       << Fmt(Get(d, "startup", s, "", "ready_median_ms"), 1) << " (" << Fmt(Get(d, "startup", s, "", "ready_min_ms"), 1)
-       << "–" << Fmt(Get(d, "startup", s, "", "ready_max_ms"), 1) << ") | "
-       << Fmt(Get(d, "startup", s, "", "stop_median_ms"), 1) << " |\n";
+       << Fmt(Get(d, "startup", s, "", "ready_median_ms"), 1) << " ("
+       << Fmt(Get(d, "startup", s, "", "ready_min_ms"), 1) << "–" << Fmt(Get(d, "startup", s, "", "ready_max_ms"), 1)
+       << ") | " << Fmt(Get(d, "startup", s, "", "stop_median_ms"), 1) << " |\n";
   }
   Notes(md, d, "startup");
   if (Get(d, "memory", "memory", "idle", "rss_kib")) {
@@ -444,18 +453,18 @@ int main(int argc, char** argv) {
 
   std::ostringstream js;
   js << "{\n  \"generated\": \"" << when << "\",\n  \"commit\": \"" << Escape(commit) << "\",\n  \"build_type\": \""
-     << Escape(build_type) << "\",\n  \"machine\": {\"cpu\": \"" << Escape(machine.cpu_model) << "\", \"nproc\": "
-     << machine.nproc << ", \"memory\": \"" << machine.memory << "\", \"kernel\": \"" << Escape(machine.kernel)
-     << "\", \"load_before\": \"" << Escape(machine.load_before) << "\", \"load_after\": \"" << machine.load_after
-     << "\"},\n  \"ratios\": [\n";
+     << Escape(build_type) << "\",\n  \"machine\": {\"cpu\": \"" << Escape(machine.cpu_model)
+     << "\", \"nproc\": " << machine.nproc << ", \"memory\": \"" << machine.memory << "\", \"kernel\": \""
+     << Escape(machine.kernel) << "\", \"load_before\": \"" << Escape(machine.load_before) << "\", \"load_after\": \""
+     << machine.load_after << "\"},\n  \"ratios\": [\n";
   for (size_t i = 0; i < ratios.size(); ++i) {
     js << "    {\"key\": \"" << Escape(ratios[i].key) << "\", \"value\": " << Fmt(ratios[i].value, 4)
        << ", \"meaning\": \"" << Escape(ratios[i].meaning) << "\"}" << (i + 1 < ratios.size() ? "," : "") << "\n";
   }
   js << "  ],\n  \"values\": [\n";
   for (size_t i = 0; i < values.size(); ++i) {
-    js << "    {\"key\": \"" << Escape(values[i].key) << "\", \"value\": " << Fmt(values[i].value, 3) << ", \"unit\": \""
-       << values[i].unit << "\"}" << (i + 1 < values.size() ? "," : "") << "\n";
+    js << "    {\"key\": \"" << Escape(values[i].key) << "\", \"value\": " << Fmt(values[i].value, 3)
+       << ", \"unit\": \"" << values[i].unit << "\"}" << (i + 1 < values.size() ? "," : "") << "\n";
   }
   js << "  ],\n  \"records\": [\n";
   size_t n = 0;

@@ -1,7 +1,8 @@
 // The staging sequence a CSI driver runs for a new disk, step by step, on a fresh loop device each time:
 //   list disks, partition, list volumes, check format, format, mount, unmount
 // (a) through csi-proxy: the disk and volume groups over their real sockets;
-// (b) the way node scripts usually do it: lsblk, sfdisk + partx, lsblk, blkid, mkfs.ext4, mount, umount, each a separate
+// (b) the way node scripts usually do it: lsblk, sfdisk + partx, lsblk, blkid, mkfs.ext4, mount, umount, each a
+// separate
 //     process started with an argv (plugins/common/run_program.h).
 // Both run as Google Benchmark repetitions of one sequence each, randomly interleaved, reported by the median of
 // each step. Disk creation and the mount directory are set up outside the timing.
@@ -59,7 +60,8 @@ class StepClock {
 };
 
 bool IsMountPoint(const std::string& path) {
-  struct stat self {}, parent {};
+  struct stat self {
+  }, parent{};
   if (stat(path.c_str(), &self) != 0 || stat((path + "/..").c_str(), &parent) != 0) return false;
   return self.st_dev != parent.st_dev;
 }
@@ -107,7 +109,8 @@ Status ProxySequence(Environment& env, const Subject& subject, StepClock& clock)
   CSI_PROXY_RETURN_IF_ERROR(clock.Step("list_disks", [&]() -> Status {
     v1::ListDiskIDsResponse resp;
     CSI_PROXY_RETURN_IF_ERROR(CallTyped(*env.disk, "/v1.Disk/ListDiskIDs", v1::ListDiskIDsRequest(), &resp));
-    return resp.diskids().contains(disk_number) ? Status::Ok() : NotFound("disk " + std::to_string(disk_number) + " is not listed");
+    return resp.diskids().contains(disk_number) ? Status::Ok()
+                                                : NotFound("disk " + std::to_string(disk_number) + " is not listed");
   }));
   CSI_PROXY_RETURN_IF_ERROR(clock.Step("partition", [&]() -> Status {
     v1::PartitionDiskRequest req;
@@ -154,7 +157,8 @@ Status ProxySequence(Environment& env, const Subject& subject, StepClock& clock)
     v1::UnmountVolumeResponse resp;
     return CallTyped(*env.volume, "/v1.Volume/UnmountVolume", req, &resp);
   }));
-  if (IsMountPoint(subject.target)) return Internal("UnmountVolume succeeded but " + subject.target + " is still a mount");
+  if (IsMountPoint(subject.target))
+    return Internal("UnmountVolume succeeded but " + subject.target + " is still a mount");
   mounted.Release();
   return Status::Ok();
 }
@@ -165,9 +169,13 @@ struct Tools {
 
 StatusOr<Tools> FindTools() {
   Tools t;
-  for (auto [field, name] : std::initializer_list<std::pair<std::string*, const char*>>{
-           {&t.lsblk, "lsblk"}, {&t.sfdisk, "sfdisk"}, {&t.partx, "partx"}, {&t.blkid, "blkid"}, {&t.mkfs, "mkfs.ext4"},
-           {&t.mount, "mount"}, {&t.umount, "umount"}}) {
+  for (auto [field, name] : std::initializer_list<std::pair<std::string*, const char*>>{{&t.lsblk, "lsblk"},
+                                                                                        {&t.sfdisk, "sfdisk"},
+                                                                                        {&t.partx, "partx"},
+                                                                                        {&t.blkid, "blkid"},
+                                                                                        {&t.mkfs, "mkfs.ext4"},
+                                                                                        {&t.mount, "mount"},
+                                                                                        {&t.umount, "umount"}}) {
     auto path = common::FindSystemProgram(name);
     if (!path.ok()) return path.status();
     *field = *path;
@@ -215,19 +223,21 @@ Status ScriptSequence(const Tools& tools, const Subject& subject, StepClock& clo
     std::string type = r->output;
     while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back()))) type.pop_back();
     if (r->exit_code == 2 || (r->exit_code == 0 && type.empty())) return Status::Ok();
-    return FailedPrecondition("blkid finds " + type + " on a new partition (exit code " +
-                              std::to_string(r->exit_code) + ")");
+    return FailedPrecondition("blkid finds " + type + " on a new partition (exit code " + std::to_string(r->exit_code) +
+                              ")");
   }));
   // The same mkfs options as the volume group's FormatVolume, so that both sides do the same work.
-  CSI_PROXY_RETURN_IF_ERROR(clock.Step(
-      "format", [&] { return common::RunProgramChecked({tools.mkfs, "-F", "-q", "-E", "nodiscard", part}); }));
+  CSI_PROXY_RETURN_IF_ERROR(clock.Step("format", [&] {
+    return common::RunProgramChecked({tools.mkfs, "-F", "-q", "-E", "nodiscard", part});
+  }));
   CSI_PROXY_RETURN_IF_ERROR(clock.Step("mount", [&]() -> Status {
     Status s = common::RunProgramChecked({tools.mount, "-t", "ext4", part, subject.target});
     if (IsMountPoint(subject.target)) mounted = ScopedMount(subject.target);
     return s;
   }));
-  CSI_PROXY_RETURN_IF_ERROR(
-      clock.Step("unmount", [&] { return common::RunProgramChecked({tools.umount, subject.target}); }));
+  CSI_PROXY_RETURN_IF_ERROR(clock.Step("unmount", [&] {
+    return common::RunProgramChecked({tools.umount, subject.target});
+  }));
   if (IsMountPoint(subject.target)) return Internal("umount succeeded but " + subject.target + " is still a mount");
   mounted.Release();
   return Status::Ok();
@@ -255,8 +265,10 @@ int Main(int argc, char** argv) {
   }
   if (!missing.empty()) {
     std::string which = missing.size() == 2 ? "disk and volume" : missing[0];
-    results.Note("staging", "skipped: the " + which + " group " + (missing.size() == 2 ? "libraries are" : "library is") +
-                                " not built (needs libcsi-proxy-disk.so and libcsi-proxy-volume.so in " + RepoRelative(PluginDir()) + ")");
+    results.Note("staging", "skipped: the " + which + " group " +
+                                (missing.size() == 2 ? "libraries are" : "library is") +
+                                " not built (needs libcsi-proxy-disk.so and libcsi-proxy-volume.so in " +
+                                RepoRelative(PluginDir()) + ")");
     return results.Write() ? 0 : 1;
   }
   if (std::string why = LoopDevicesUnavailableReason(); !why.empty()) {
@@ -300,17 +312,24 @@ int Main(int argc, char** argv) {
     }
   };
   benchmark::RegisterBenchmark("staging/proxy", [&](benchmark::State& s) { run(s, true); })
-      ->Iterations(1)->Repetitions(repetitions)->UseManualTime()->Unit(benchmark::kMillisecond)
+      ->Iterations(1)
+      ->Repetitions(repetitions)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
       ->ReportAggregatesOnly(true);
   benchmark::RegisterBenchmark("staging/scripts", [&](benchmark::State& s) { run(s, false); })
-      ->Iterations(1)->Repetitions(repetitions)->UseManualTime()->Unit(benchmark::kMillisecond)
+      ->Iterations(1)
+      ->Repetitions(repetitions)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
       ->ReportAggregatesOnly(true);
   ReportAs("staging/proxy", "staging", "proxy", "");
   ReportAs("staging/scripts", "staging", "scripts", "");
   results.Add("staging", "config", "", "repetitions", repetitions, "");
-  results.Note("staging", "the scripts' partition step is sfdisk (GPT, one partition) then partx --add; the proxy's "
-                          "PartitionDisk writes the table with libfdisk and adds the partition with BLKPG; both formats "
-                          "run mkfs.ext4 -F -q -E nodiscard");
+  results.Note("staging",
+               "the scripts' partition step is sfdisk (GPT, one partition) then partx --add; the proxy's "
+               "PartitionDisk writes the table with libfdisk and adds the partition with BLKPG; both formats "
+               "run mkfs.ext4 -F -q -E nodiscard");
   RunRegisteredBenchmarks();
 
   env.disk.reset();

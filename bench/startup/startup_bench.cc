@@ -45,7 +45,8 @@ std::vector<LoadCall> LoadMix(const BenchHost& host, const std::vector<EndpointI
       {"csi-proxy-disk-v1", "/v1.Disk/ListDiskIDs", ""},
       {"csi-proxy-disk-v1", "/v1.Disk/ListDiskLocations", ""},
       {"csi-proxy-volume-v1", "/v1.Volume/GetVolumeIDFromTargetPath", StringField1(host.kubelet_dir())},
-      {"csi-proxy-volume-v2alpha1", "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath", StringField1(host.kubelet_dir())},
+      {"csi-proxy-volume-v2alpha1", "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath",
+       StringField1(host.kubelet_dir())},
       {"csi-proxy-iscsi-v1alpha2", "/v1alpha2.Iscsi/ListTargetPortals", ""},
       {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetBIOSSerialNumber", ""},
   };
@@ -93,8 +94,8 @@ bool MeasureStartup(const std::string& subject, const std::vector<std::string>& 
       return false;
     }
     stop_ms.push_back(std::chrono::duration<double, std::milli>(*stopped).count());
-    std::fprintf(stderr, "%-12s run %2d: ready in %7.2f ms, stopped in %7.2f ms\n", subject.c_str(), i,
-                 start_ms.back(), stop_ms.back());
+    std::fprintf(stderr, "%-12s run %2d: ready in %7.2f ms, stopped in %7.2f ms\n", subject.c_str(), i, start_ms.back(),
+                 stop_ms.back());
   }
   results.Add("startup", subject, "", "groups", static_cast<double>(groups.size()), "");
   results.Add("startup", subject, "", "endpoints", static_cast<double>(names.size()), "");
@@ -175,8 +176,8 @@ void MeasureMemory(const std::vector<std::string>& groups, std::chrono::millisec
   results.Add("memory", subject, "after load", "rss_kib", static_cast<double>(after.rss_kib), "KiB");
   results.Add("memory", subject, "after load", "hwm_kib", static_cast<double>(after.hwm_kib), "KiB");
   if (errors.load() > 0) {
-    results.Note("memory", std::to_string(errors.load()) + " calls of the load were not answered by a group; first: " +
-                               first_error);
+    results.Note("memory", std::to_string(errors.load()) +
+                               " calls of the load were not answered by a group; first: " + first_error);
   }
   std::fprintf(stderr, "memory: idle %lld KiB, under load %lld KiB (%.0f calls/s), after %lld KiB\n",
                static_cast<long long>(idle.rss_kib), static_cast<long long>(peak.rss_kib),

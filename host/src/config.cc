@@ -30,8 +30,8 @@ Status ReadString(const std::string& source, const toml::table& t, const std::st
   return Status::Ok();
 }
 
-Status ReadBool(const std::string& source, const toml::table& t, const std::string& table_name,
-                const std::string& key, bool& out) {
+Status ReadBool(const std::string& source, const toml::table& t, const std::string& table_name, const std::string& key,
+                bool& out) {
   const toml::node* n = t.get(key);
   if (n == nullptr) return Status::Ok();
   auto v = n->value_exact<bool>();
@@ -65,8 +65,8 @@ Status RequireAbsolute(const std::string& source, const toml::table& t, const st
 
 Status ParseHostTable(const std::string& source, const toml::table& t, HostConfig& c) {
   static const std::set<std::string> kKnown = {
-      "endpoint_dir", "plugin_dir", "kubelet_path", "working_dirs", "state_dir", "log_level",
-      "workers", "socket_mode", "socket_group", "shutdown_timeout_seconds"};
+      "endpoint_dir", "plugin_dir", "kubelet_path", "working_dirs", "state_dir",
+      "log_level",    "workers",    "socket_mode",  "socket_group", "shutdown_timeout_seconds"};
   for (const auto& [key, node] : t) {
     if (!kKnown.count(std::string(key.str()))) {
       return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
@@ -81,7 +81,7 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "socket_group", c.socket_group));
 
   for (const char* key : {"endpoint_dir", "kubelet_path", "state_dir"}) {
-    std::string value = key == std::string("endpoint_dir") ? c.endpoint_dir
+    std::string value = key == std::string("endpoint_dir")   ? c.endpoint_dir
                         : key == std::string("kubelet_path") ? c.kubelet_path
                                                              : c.state_dir;
     CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, key, value));
@@ -89,7 +89,8 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   if (!c.plugin_dir.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "plugin_dir", c.plugin_dir));
   for (const auto& dir : c.working_dirs) {
     if (dir.empty() || dir[0] != '/') {
-      return KeyError(source, *t.get("working_dirs"), "host.working_dirs", "must hold absolute paths, not '" + dir + "'");
+      return KeyError(source, *t.get("working_dirs"), "host.working_dirs",
+                      "must hold absolute paths, not '" + dir + "'");
     }
   }
   if (!IsValidLogLevel(c.log_level)) {
@@ -150,8 +151,8 @@ bool IsValidVersion(const std::string& v) {
   return false;
 }
 
-Status ParseGroup(const std::string& source, const std::string& name, const toml::node& node,
-                  const HostConfig& host, GroupConfig& g) {
+Status ParseGroup(const std::string& source, const std::string& name, const toml::node& node, const HostConfig& host,
+                  GroupConfig& g) {
   const toml::table* t = node.as_table();
   if (t == nullptr) return KeyError(source, node, "groups." + name, "must be a table");
   if (!IsValidGroupName(name)) {
@@ -165,7 +166,8 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, *t, table_name, "versions", g.versions));
   for (const auto& v : g.versions) {
     if (!IsValidVersion(v)) {
-      return KeyError(source, *t->get("versions"), table_name + ".versions", "holds '" + v + "', not a version like v1 or v1alpha2");
+      return KeyError(source, *t->get("versions"), table_name + ".versions",
+                      "holds '" + v + "', not a version like v1 or v1alpha2");
     }
   }
   if (g.library.empty()) {

@@ -14,7 +14,7 @@
 namespace csi_proxy::host {
 
 struct GroupConfig {
-  std::string name;                   // the table name in [groups.<name>]
+  std::string name;  // the table name in [groups.<name>]
   bool enabled = true;
   bool required = false;              // a group that cannot be loaded stops the host instead of being skipped
   std::string library;                // absolute path of the group library

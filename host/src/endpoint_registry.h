@@ -18,10 +18,10 @@ struct MethodHandler {
 };
 
 struct Endpoint {
-  std::string name;     // csi-proxy-<group>-<version>
+  std::string name;  // csi-proxy-<group>-<version>
   std::string group;
   std::string version;
-  std::string library;  // the file that serves it
+  std::string library;                                     // the file that serves it
   std::unordered_map<std::string, MethodHandler> methods;  // full method path -> handler
 };
 

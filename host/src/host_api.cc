@@ -13,11 +13,21 @@ void Log(csi_proxy_host_context* ctx, csi_proxy_log_level level, const char* mes
   if (ctx == nullptr || message == nullptr) return;
   auto spd_level = spdlog::level::info;
   switch (level) {
-    case CSI_PROXY_LOG_TRACE: spd_level = spdlog::level::trace; break;
-    case CSI_PROXY_LOG_DEBUG: spd_level = spdlog::level::debug; break;
-    case CSI_PROXY_LOG_INFO: spd_level = spdlog::level::info; break;
-    case CSI_PROXY_LOG_WARN: spd_level = spdlog::level::warn; break;
-    default: spd_level = spdlog::level::err; break;
+    case CSI_PROXY_LOG_TRACE:
+      spd_level = spdlog::level::trace;
+      break;
+    case CSI_PROXY_LOG_DEBUG:
+      spd_level = spdlog::level::debug;
+      break;
+    case CSI_PROXY_LOG_INFO:
+      spd_level = spdlog::level::info;
+      break;
+    case CSI_PROXY_LOG_WARN:
+      spd_level = spdlog::level::warn;
+      break;
+    default:
+      spd_level = spdlog::level::err;
+      break;
   }
   try {
     spdlog::log(spd_level, "[{}] {}", ctx->group, std::string_view(message, size));
@@ -61,9 +71,8 @@ void CompleteCall(csi_proxy_host_call* call, csi_proxy_status_code code, const c
                   const uint8_t* response, size_t response_size) noexcept {
   if (call == nullptr) return;
   std::string_view msg = message != nullptr ? std::string_view(message, message_size) : std::string_view();
-  std::string_view resp = response != nullptr
-                              ? std::string_view(reinterpret_cast<const char*>(response), response_size)
-                              : std::string_view();
+  std::string_view resp = response != nullptr ? std::string_view(reinterpret_cast<const char*>(response), response_size)
+                                              : std::string_view();
   call->Complete(code, msg, resp);
 }
 

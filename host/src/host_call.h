@@ -29,15 +29,15 @@ struct csi_proxy_host_call {
 
 // One loaded plugin as the host tracks it while the plugin initialises and serves.
 struct csi_proxy_host_context {
-  std::string group;    // the group the library declares; names its endpoints
-  std::string library;  // absolute path, for messages
+  std::string group;                  // the group the library declares; names its endpoints
+  std::string library;                // absolute path, for messages
   std::vector<std::string> versions;  // the admin's filter; empty serves all
   const csi_proxy::host::EndpointRegistry* registry = nullptr;
   bool registering = false;
   std::vector<csi_proxy::host::ServiceRegistration> pending;  // committed when init succeeds
-  std::vector<std::string> offered_versions;                   // every version the library registered
-  std::vector<std::string> skipped_versions;                   // offered but filtered out by the admin
-  std::string refusal;  // why the host refused a registration, for the log line
+  std::vector<std::string> offered_versions;                  // every version the library registered
+  std::vector<std::string> skipped_versions;                  // offered but filtered out by the admin
+  std::string refusal;                                        // why the host refused a registration, for the log line
 };
 
 namespace csi_proxy::host {

@@ -72,7 +72,8 @@ void LoadGroups(const HostConfig& config, LoadedGroups& out) {
     }
     auto plugin = csi_proxy::host::LoadPlugin(group, config, out.registry);
     if (!plugin.ok()) {
-      spdlog::error("{}{}", plugin.status().message(), group.required ? " (required: refusing to start)" : " (skipped)");
+      spdlog::error("{}{}", plugin.status().message(),
+                    group.required ? " (required: refusing to start)" : " (skipped)");
       out.refusals.push_back(plugin.status().message());
       out.required_failed = out.required_failed || group.required;
       continue;
@@ -124,7 +125,8 @@ int main(int argc, char** argv) {
       if (opts.config_path.empty()) return UsageError("--config needs a file");
     } else if (a == "--log-level" || a.rfind("--log-level=", 0) == 0) {
       opts.log_level = value("--log-level");
-      if (!csi_proxy::host::IsValidLogLevel(opts.log_level)) return UsageError("bad --log-level '" + opts.log_level + "'");
+      if (!csi_proxy::host::IsValidLogLevel(opts.log_level))
+        return UsageError("bad --log-level '" + opts.log_level + "'");
     } else {
       return UsageError("unknown argument '" + a + "'");
     }

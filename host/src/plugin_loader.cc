@@ -3,8 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/dll/import.hpp>
 #include <algorithm>
+#include <boost/dll/import.hpp>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -17,10 +17,11 @@ std::string Prefix(const GroupConfig& g) { return "group '" + g.name + "' (" + g
 Status Refuse(const GroupConfig& g, Code code, const std::string& reason) { return Status(code, Prefix(g) + reason); }
 
 std::string CodeName(csi_proxy_status_code code) {
-  static const char* const kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-                                       "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   if (code >= 0 && code <= 16) return kNames[code];
   return "code " + std::to_string(code);
 }
@@ -67,8 +68,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->context_->registry = &registry;
 
   boost::dll::fs::error_code load_error;
-  plugin->library_.load(group.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local,
-                        load_error);
+  plugin->library_.load(group.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
   if (load_error) {
     const char* detail = dlerror();
     return Refuse(group, Code::kFailedPrecondition,
@@ -93,8 +93,8 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   constexpr size_t kAnswerV1 = offsetof(csi_proxy_plugin_answer, api) + sizeof(void*);
   if (answer.struct_size < kAnswerV1 || answer.struct_size > sizeof answer) {
     return Refuse(group, Code::kFailedPrecondition,
-                  "the negotiation answer is truncated or malformed: struct_size " + std::to_string(answer.struct_size) +
-                      ", expected at least " + std::to_string(kAnswerV1));
+                  "the negotiation answer is truncated or malformed: struct_size " +
+                      std::to_string(answer.struct_size) + ", expected at least " + std::to_string(kAnswerV1));
   }
   if (answer.abi_version < kAbiVersionMin || answer.abi_version > kAbiVersionMax) {
     return Refuse(group, Code::kFailedPrecondition,

@@ -35,8 +35,7 @@ class LoadedPlugin {
   void Shutdown();
 
  private:
-  friend StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig&, const HostConfig&,
-                                                            EndpointRegistry&);
+  friend StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig&, const HostConfig&, EndpointRegistry&);
   boost::dll::shared_library library_;
   std::string config_name_;
   std::string plugin_version_;

@@ -40,10 +40,11 @@ class PeerTable {
 namespace {
 
 std::string StatusName(int code) {
-  static const char* const kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-                                       "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   return code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
 }
 
@@ -75,8 +76,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public csi_prox
   // csi_proxy_host_call
   void Complete(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
     if (completed_.exchange(true)) {
-      spdlog::error("[{}] {} was completed twice; the second completion is ignored", endpoint_->group,
-                    ctx_->method());
+      spdlog::error("[{}] {} was completed twice; the second completion is ignored", endpoint_->group, ctx_->method());
       return;
     }
     auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_);
@@ -96,9 +96,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public csi_prox
     if (deadline == std::chrono::system_clock::time_point::max()) return INT64_MAX;
     return std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
   }
-  bool IsCancelled() const override {
-    return cancelled_ || std::chrono::system_clock::now() > ctx_->deadline();
-  }
+  bool IsCancelled() const override { return cancelled_ || std::chrono::system_clock::now() > ctx_->deadline(); }
   PeerCredentials Peer() const override { return peers_->Get(ctx_->peer()); }
 
  private:

@@ -128,8 +128,8 @@ std::optional<RootedText> PathPolicy::SplitAtRoot(std::string_view absolute, boo
   const Dir* dir = LongestDirOf(parts, include_link_targets);
   if (dir == nullptr) return std::nullopt;
   auto rest_begin = parts.begin() + static_cast<ptrdiff_t>(dir->parts.size());
-  return RootedText{dir->path, std::vector<std::string>(std::make_move_iterator(rest_begin),
-                                                        std::make_move_iterator(parts.end()))};
+  return RootedText{
+      dir->path, std::vector<std::string>(std::make_move_iterator(rest_begin), std::make_move_iterator(parts.end()))};
 }
 
 StatusOr<ConfinedPath> PathPolicy::Confine(std::string_view path, std::string_view field) const {

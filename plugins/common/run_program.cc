@@ -128,8 +128,8 @@ StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv, const P
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    return DeadlineExceeded(Basename(argv[0]) + " did not finish within " +
-                            std::to_string(options.timeout.count()) + " ms and was killed");
+    return DeadlineExceeded(Basename(argv[0]) + " did not finish within " + std::to_string(options.timeout.count()) +
+                            " ms and was killed");
   }
   if (WIFEXITED(wstatus)) {
     result.exit_code = WEXITSTATUS(wstatus);
@@ -143,8 +143,8 @@ Status RunProgramChecked(const std::vector<std::string>& argv, const ProgramOpti
   auto result = RunProgram(argv, options);
   if (!result.ok()) return result.status();
   if (result->exit_code == 0) return Status::Ok();
-  std::string tail = result->output.size() > 2000 ? result->output.substr(result->output.size() - 2000)
-                                                   : result->output;
+  std::string tail =
+      result->output.size() > 2000 ? result->output.substr(result->output.size() - 2000) : result->output;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   std::string how = result->term_signal ? "was killed by signal " + std::to_string(result->term_signal)
                                         : "exited with status " + std::to_string(result->exit_code);

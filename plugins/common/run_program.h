@@ -12,15 +12,15 @@
 namespace csi_proxy::common {
 
 struct ProgramResult {
-  int exit_code = -1;      // the exit status; -1 when killed by a signal
-  int term_signal = 0;     // the signal that ended it, 0 if it exited
-  std::string output;      // stdout and stderr, interleaved, truncated at 64 KiB
+  int exit_code = -1;   // the exit status; -1 when killed by a signal
+  int term_signal = 0;  // the signal that ended it, 0 if it exited
+  std::string output;   // stdout and stderr, interleaved, truncated at 64 KiB
 };
 
 struct ProgramOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  std::optional<std::string> stdin_data;       // written to the program's stdin (e.g. a secret), never argv
-  std::vector<std::string> extra_env;          // "KEY=value" entries added to the scrubbed environment
+  std::optional<std::string> stdin_data;  // written to the program's stdin (e.g. a secret), never argv
+  std::vector<std::string> extra_env;     // "KEY=value" entries added to the scrubbed environment
 };
 
 // Finds `name` in the fixed system directories (/usr/sbin, /usr/bin, /sbin, /bin), never in $PATH.

@@ -126,9 +126,7 @@ TEST(Config, BadVersionNamesAreRefused) {
   EXPECT_TRUE(Parse("[groups.disk]\nversions = [\"v1\", \"v1alpha2\", \"v2beta1\"]\n").ok());
 }
 
-TEST(Config, BadGroupNamesAreRefused) {
-  EXPECT_FALSE(Parse("[groups.\"Disk-X\"]\nenabled = true\n").ok());
-}
+TEST(Config, BadGroupNamesAreRefused) { EXPECT_FALSE(Parse("[groups.\"Disk-X\"]\nenabled = true\n").ok()); }
 
 }  // namespace
 }  // namespace csi_proxy::host

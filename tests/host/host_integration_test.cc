@@ -1,7 +1,7 @@
 // The real host, the real example group library, a real gRPC client over the real Unix sockets.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -71,8 +71,7 @@ TEST_F(EchoHost, UnknownMethodsAreUnimplemented) {
   EXPECT_NE(s.error_message().find("/v1.Echo/NoSuchMethod"), std::string::npos);
   // A method of another version's endpoint is not served here.
   EXPECT_EQ(Call(v1alpha1_, "/v1.Echo/Echo", EchoReq("x"), &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_EQ(Call(v1alpha1_, "/v1alpha1.Echo/Sleep", EchoReq("x"), &resp).error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(Call(v1alpha1_, "/v1alpha1.Echo/Sleep", EchoReq("x"), &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 
 TEST_F(EchoHost, HandlerStatusReachesTheClientWithItsCodeAndMessage) {

@@ -14,9 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Fixture(const std::string& group) {
-  return BuildDir() + "/tests/fixtures/libcsi-proxy-" + group + ".so";
-}
+std::string Fixture(const std::string& group) { return BuildDir() + "/tests/fixtures/libcsi-proxy-" + group + ".so"; }
 
 struct RefusalCase {
   const char* name;
@@ -30,7 +28,8 @@ std::vector<RefusalCase> Cases() {
       {"noentry", Fixture("noentry"),
        "the library does not export csi_proxy_plugin_negotiate; it is not a csi-proxy group library"},
       {"abifuture", Fixture("abifuture"), "the library speaks ABI version 99; this host speaks 1 to 1"},
-      {"truncated", Fixture("truncated"), "the negotiation answer is truncated or malformed: struct_size 12, expected at least 40"},
+      {"truncated", Fixture("truncated"),
+       "the negotiation answer is truncated or malformed: struct_size 12, expected at least 40"},
       {"initfails", Fixture("initfails"), "init failed with FAILED_PRECONDITION: the widget driver is not loaded"},
       {"initthrows", Fixture("initthrows"), "init failed with INTERNAL: init threw widget table corrupt"},
       {"echodup", Fixture("echodup"),
@@ -57,8 +56,8 @@ TEST_P(Refusal, IsLoggedAndTheOtherGroupsStillServe) {
 
 TEST_P(Refusal, OfARequiredGroupStopsTheHost) {
   const RefusalCase& c = GetParam();
-  HostProcess host("[groups.echo]\nenabled = true\n[groups." + std::string(c.name) + "]\nrequired = true\nlibrary = \"" +
-                   c.library + "\"\n");
+  HostProcess host("[groups.echo]\nenabled = true\n[groups." + std::string(c.name) +
+                   "]\nrequired = true\nlibrary = \"" + c.library + "\"\n");
   EXPECT_EQ(host.RunToExit({}), 1);
   EXPECT_NE(host.log().find(c.reason + " (required: refusing to start)"), std::string::npos) << host.log();
   EXPECT_TRUE(fs::is_empty(host.endpoint_dir()));

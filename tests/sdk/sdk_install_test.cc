@@ -34,8 +34,8 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
 
   // Out of tree: only the installed SDK, found through CMAKE_PREFIX_PATH.
   const std::string build = work.path() + "/echo-build";
-  ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "-S", std::string(CSI_PROXY_SOURCE_DIR) + "/sdk/examples/echo",
-                               "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix, "-DCMAKE_BUILD_TYPE=Release"}));
+  ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "-S", std::string(CSI_PROXY_SOURCE_DIR) + "/sdk/examples/echo", "-B",
+                                 build, "-DCMAKE_PREFIX_PATH=" + prefix, "-DCMAKE_BUILD_TYPE=Release"}));
   ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--build", build, "-j2"}));
   ASSERT_TRUE(fs::exists(build + "/libcsi-proxy-echo.so"));
 

@@ -2,10 +2,10 @@
 // generated stubs (the same bytes a Go or C++ client with generated code sends).
 #pragma once
 
+#include <google/protobuf/message_lite.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <google/protobuf/message_lite.h>
 
 #include <chrono>
 #include <memory>

@@ -53,7 +53,8 @@ HostProcess::HostProcess(std::string groups_toml, std::string host_keys, HostOpt
   std::ofstream cfg(config_path());
   cfg << "[host]\n";
   if (host_keys.find("endpoint_dir") == std::string::npos) cfg << "endpoint_dir = \"" << endpoint_dir() << "\"\n";
-  if (options_.write_plugin_dir && host_keys.find("plugin_dir") == std::string::npos) cfg << "plugin_dir = \"" << PluginDir() << "\"\n";
+  if (options_.write_plugin_dir && host_keys.find("plugin_dir") == std::string::npos)
+    cfg << "plugin_dir = \"" << PluginDir() << "\"\n";
   if (host_keys.find("kubelet_path") == std::string::npos) cfg << "kubelet_path = \"" << kubelet_dir() << "\"\n";
   if (host_keys.find("state_dir") == std::string::npos) cfg << "state_dir = \"" << dir() << "/state\"\n";
   if (host_keys.find("log_level") == std::string::npos) cfg << "log_level = \"debug\"\n";

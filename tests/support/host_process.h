@@ -26,12 +26,12 @@ class TempDir {
 
 // Paths of the build tree the tests run from.
 std::string BuildDir();
-std::string HostBinary();   // build/bin/csi-proxy
-std::string PluginDir();    // build/lib/csi-proxy/plugins
+std::string HostBinary();  // build/bin/csi-proxy
+std::string PluginDir();   // build/lib/csi-proxy/plugins
 
 struct HostOptions {
-  std::string binary;              // default: HostBinary()
-  bool write_plugin_dir = true;    // false: leave plugin_dir unset, so the host uses its default beside itself
+  std::string binary;            // default: HostBinary()
+  bool write_plugin_dir = true;  // false: leave plugin_dir unset, so the host uses its default beside itself
 };
 
 class HostProcess {
@@ -48,7 +48,8 @@ class HostProcess {
   bool Start(const std::vector<std::string>& expect_endpoints,
              std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Runs the host with extra arguments and waits for it to exit; returns the exit code.
-  int RunToExit(const std::vector<std::string>& extra_args, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  int RunToExit(const std::vector<std::string>& extra_args,
+                std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
   // Sends SIGTERM and waits; returns the exit code (or 128+signal). -1 if it did not stop within `timeout`.
   int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));

@@ -147,8 +147,8 @@ bool SambaServer::Launch(std::string* why_not) {
     *why_not = "cannot create " + log_path;
     return false;
   }
-  std::vector<std::string> args = {smbd_, "--foreground", "--no-process-group", "--debug-stdout", "--debuglevel=1",
-                                   "--configfile=" + config_};
+  std::vector<std::string> args = {
+      smbd_, "--foreground", "--no-process-group", "--debug-stdout", "--debuglevel=1", "--configfile=" + config_};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -197,8 +197,8 @@ SambaServer::ClientResult SambaServer::Smbclient(const std::string& commands, co
   common::ProgramOptions options;
   options.timeout = std::chrono::seconds(30);
   options.extra_env.push_back("PASSWD=" + password);
-  auto result = common::RunProgram({smbclient_, "//127.0.0.1/" + options_.share_name, "-p", std::to_string(port_),
-                                    "-s", config_, "-U", username, "-c", commands},
+  auto result = common::RunProgram({smbclient_, "//127.0.0.1/" + options_.share_name, "-p", std::to_string(port_), "-s",
+                                    config_, "-U", username, "-c", commands},
                                    options);
   if (!result.ok()) return {-1, result.status().message()};
   return {result->exit_code, result->output};

@@ -2,8 +2,8 @@
 #include "systemd_sandbox.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -89,9 +89,8 @@ void RemoveCgroupTree(const std::string& dir) {
        it.increment(ec)) {
     if (it->is_directory(ec)) dirs.push_back(it->path());
   }
-  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
-    return a.string().size() > b.string().size();
-  });
+  std::sort(dirs.begin(), dirs.end(),
+            [](const fs::path& a, const fs::path& b) { return a.string().size() > b.string().size(); });
   dirs.push_back(dir);
   for (const fs::path& d : dirs) {
     for (int attempt = 0; attempt < 100 && ::rmdir(d.c_str()) != 0 && errno == EBUSY; ++attempt) {
@@ -183,8 +182,8 @@ std::unique_ptr<SystemdSandbox> SystemdSandbox::Start(const Options& options, st
     std::ofstream(box->unit_dir() + "/csi-sandbox-relay.socket") << kRelaySocket;
     std::ofstream(box->unit_dir() + "/csi-sandbox-relay.service") << kRelayService;
     fs::create_directories(box->unit_dir() + "/sandbox.target.wants", ec);
-    fs::create_symlink("../csi-sandbox-relay.socket", box->unit_dir() + "/sandbox.target.wants/csi-sandbox-relay.socket",
-                       ec);
+    fs::create_symlink("../csi-sandbox-relay.socket",
+                       box->unit_dir() + "/sandbox.target.wants/csi-sandbox-relay.socket", ec);
     for (const auto& [name, text] : options.units) std::ofstream(box->unit_dir() + "/" + name) << text;
     for (const auto& [name, target] : options.symlinks) {
       fs::path link = fs::path(box->unit_dir()) / name;
@@ -335,8 +334,8 @@ std::unique_ptr<SystemdSandbox> SystemdSandbox::Start(const Options& options, st
     if (state == "running" || state == "degraded") return box;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  *why = "systemd did not finish booting in time (SystemState=\"" + state + "\"); its console said:\n" +
-         box->ConsoleLog();
+  *why =
+      "systemd did not finish booting in time (SystemState=\"" + state + "\"); its console said:\n" + box->ConsoleLog();
   return nullptr;
 }
 
@@ -385,8 +384,8 @@ std::string SystemdSandbox::Systemctl(const std::vector<std::string>& args, int*
     if (exit_code) *exit_code = -1;
     return nsenter.status().message();
   }
-  std::vector<std::string> argv = {*nsenter, "--target", std::to_string(init_pid_), "--mount", "--pid", "--",
-                                   "/usr/bin/systemctl", "--no-pager"};
+  std::vector<std::string> argv = {*nsenter, "--target", std::to_string(init_pid_), "--mount",
+                                   "--pid",  "--",       "/usr/bin/systemctl",      "--no-pager"};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = common::RunProgram(argv, {.timeout = std::chrono::seconds(30)});
   if (!r.ok()) {

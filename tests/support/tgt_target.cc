@@ -207,9 +207,9 @@ bool TgtTarget::Configure(std::string* why_not) {
       if ((tid == 1 && !Tgtadm({"--lld", "iscsi", "--mode", "account", "--op", "new", "--user", options_.chap_username,
                                 "--password", options_.chap_secret},
                                why_not)) ||
-          !Tgtadm({"--lld", "iscsi", "--mode", "account", "--op", "bind", "--tid", tid_s, "--user",
-                   options_.chap_username},
-                  why_not)) {
+          !Tgtadm(
+              {"--lld", "iscsi", "--mode", "account", "--op", "bind", "--tid", tid_s, "--user", options_.chap_username},
+              why_not)) {
         return false;
       }
     }
@@ -277,8 +277,7 @@ void TgtTarget::Stop() {
   // tgtd ignores SIGTERM and does not exit while it has targets: delete them, then ask it to shut down.
   std::string ignored;
   for (size_t tid = 1; tid <= options_.iqns.size(); ++tid) {
-    Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "delete", "--force", "--tid", std::to_string(tid)},
-           &ignored);
+    Tgtadm({"--lld", "iscsi", "--mode", "target", "--op", "delete", "--force", "--tid", std::to_string(tid)}, &ignored);
   }
   Tgtadm({"--mode", "sys", "--op", "delete"}, &ignored);
   WaitWithTimeout(pid_, std::chrono::seconds(5));

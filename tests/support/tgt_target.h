@@ -50,9 +50,9 @@ class TgtTarget {
   void Stop();
 
   TgtTargetOptions options_;
-  std::string dir_;      // private temp dir (backing files, log)
+  std::string dir_;  // private temp dir (backing files, log)
   std::string tgtd_, tgtadm_;
-  std::string run_dir_;   // bound over /run (and /var/run) in tgtd's and tgtadm's mount namespace
+  std::string run_dir_;                   // bound over /run (and /var/run) in tgtd's and tgtadm's mount namespace
   std::vector<std::string> bind_points_;  // the real paths of /run and /var/run
   uint16_t port_ = 0;
   pid_t pid_ = -1;

@@ -37,13 +37,10 @@ void AddCommonMethods(sdk::ServiceBuilder& svc, FilesystemService& fs) {
       .template Unary<MkdirRequest, typename Api::MkdirResponse>(
           "Mkdir", [&fs](const MkdirRequest& req, auto&, CallContext&) { return fs.Mkdir(req.path()); })
       .template Unary<RmdirRequest, typename Api::RmdirResponse>(
-          "Rmdir",
-          [&fs](const RmdirRequest& req, auto&, CallContext&) { return fs.Rmdir(req.path(), req.force()); })
+          "Rmdir", [&fs](const RmdirRequest& req, auto&, CallContext&) { return fs.Rmdir(req.path(), req.force()); })
       .template Unary<CreateSymlinkRequest, typename Api::CreateSymlinkResponse>(
-          "CreateSymlink",
-          [&fs](const CreateSymlinkRequest& req, auto&, CallContext&) {
-            return fs.CreateSymlink(req.source_path(), req.target_path());
-          })
+          "CreateSymlink", [&fs](const CreateSymlinkRequest& req, auto&,
+                                 CallContext&) { return fs.CreateSymlink(req.source_path(), req.target_path()); })
       .template Unary<IsSymlinkRequest, typename Api::IsSymlinkResponse>(
           "IsSymlink", [&fs](const IsSymlinkRequest& req, auto& resp, CallContext&) {
             auto is_symlink = fs.IsSymlink(req.path());
@@ -96,10 +93,9 @@ class FilesystemPlugin : public sdk::Plugin {
     auto& v2alpha1 = host.AddService("v2alpha1", "v2alpha1.Filesystem");
     AddCommonMethods<v2alpha1Messages>(v2alpha1, *service_);
     v2alpha1.Unary<v2alpha1::RmdirContentsRequest, v2alpha1::RmdirContentsResponse>(
-        "RmdirContents", [fs = service_.get()](const v2alpha1::RmdirContentsRequest& req,
-                                               v2alpha1::RmdirContentsResponse&, CallContext&) {
-          return fs->RmdirContents(req.path());
-        });
+        "RmdirContents",
+        [fs = service_.get()](const v2alpha1::RmdirContentsRequest& req, v2alpha1::RmdirContentsResponse&,
+                              CallContext&) { return fs->RmdirContents(req.path()); });
 
     std::string targets;
     for (const auto& dir : service_->policy().link_target_dirs()) targets += (targets.empty() ? "" : ", ") + dir;

@@ -121,8 +121,8 @@ Status ValidateIqn(const std::string& iqn) {
         lower[8] != '-' || !IsDigit(lower[9]) || !IsDigit(lower[10]) || lower[11] != '.') {
       return bad("expected iqn.YYYY-MM.<reversed domain name>[:<name>]");
     }
-    std::string authority = lower.substr(12, lower.find(':') == std::string::npos ? std::string::npos
-                                                                                    : lower.find(':') - 12);
+    std::string authority =
+        lower.substr(12, lower.find(':') == std::string::npos ? std::string::npos : lower.find(':') - 12);
     if (authority.empty() || authority.find(':') != std::string::npos || authority.front() == '.' ||
         authority.back() == '.' || authority.find("..") != std::string::npos) {
       return bad("the naming authority after the date must be a reversed domain name");

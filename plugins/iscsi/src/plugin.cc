@@ -65,10 +65,8 @@ sdk::ServiceBuilder& AddCommonMethods(sdk::ServiceBuilder& svc, IscsiService& is
                                         req.chap_username(), req.chap_secret()});
           })
       .template Unary<DisconnectReq, typename Api::DisconnectTargetResponse>(
-          "DisconnectTarget",
-          [&iscsi](const DisconnectReq& req, auto&, CallContext&) {
-            return iscsi.DisconnectTarget(PortalOf(req), req.iqn());
-          })
+          "DisconnectTarget", [&iscsi](const DisconnectReq& req, auto&,
+                                       CallContext&) { return iscsi.DisconnectTarget(PortalOf(req), req.iqn()); })
       .template Unary<DisksReq, typename Api::GetTargetDisksResponse>(
           "GetTargetDisks", [&iscsi](const DisksReq& req, auto& resp, CallContext&) {
             auto disks = iscsi.GetTargetDisks(PortalOf(req), req.iqn());
@@ -124,7 +122,9 @@ class IscsiPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({"state_dir", "initiator_name", "node_db_dir", "mutual_chap_username", "discovery_timeout_seconds", "login_timeout_seconds"}));
+    CSI_PROXY_RETURN_IF_ERROR(
+        config.RequireKnownKeys({"state_dir", "initiator_name", "node_db_dir", "mutual_chap_username",
+                                 "discovery_timeout_seconds", "login_timeout_seconds"}));
     LinuxIscsiOptions options;
     auto state_dir = config.GetString("state_dir", config.state_dir() + "/iscsi");
     auto initiator_name = config.GetString("initiator_name", "");
@@ -132,8 +132,8 @@ class IscsiPlugin : public sdk::Plugin {
     auto mutual_user = config.GetString("mutual_chap_username", "");
     auto discovery_timeout = Seconds(config, "discovery_timeout_seconds", 15);
     auto login_timeout = Seconds(config, "login_timeout_seconds", 120);
-    for (const Status* s : {&state_dir.status(), &initiator_name.status(), &node_db_dir.status(),
-                            &mutual_user.status(), &discovery_timeout.status(), &login_timeout.status()}) {
+    for (const Status* s : {&state_dir.status(), &initiator_name.status(), &node_db_dir.status(), &mutual_user.status(),
+                            &discovery_timeout.status(), &login_timeout.status()}) {
       if (!s->ok()) return s->WithContext("iscsi group");
     }
     options.state_dir = *state_dir;

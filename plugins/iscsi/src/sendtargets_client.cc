@@ -45,8 +45,8 @@ constexpr int kFullFeaturePhase = 3;
 
 constexpr size_t kBhsSize = 48;
 constexpr uint32_t kReservedTag = 0xffffffff;
-constexpr size_t kMaxTextBytes = 4u << 20;   // all SendTargets text we accept
-constexpr size_t kMaxPduData = 1u << 20;     // one PDU's data segment
+constexpr size_t kMaxTextBytes = 4u << 20;  // all SendTargets text we accept
+constexpr size_t kMaxPduData = 1u << 20;    // one PDU's data segment
 constexpr uint32_t kOurMaxRecvDataSegment = 65536;
 
 void Put16(uint8_t* p, uint16_t v) {
@@ -269,8 +269,9 @@ std::string LoginStatusText(uint8_t cls, uint8_t detail) {
 
 // Keys that are declarations, not offers: no answer is expected.
 bool IsDeclarative(const std::string& key) {
-  static const std::set<std::string> keys = {"TargetAlias", "TargetAddress", "TargetPortalGroupTag",
-                                             "MaxRecvDataSegmentLength", "TargetName", "InitiatorAlias"};
+  static const std::set<std::string> keys = {"TargetAlias",          "TargetAddress",
+                                             "TargetPortalGroupTag", "MaxRecvDataSegmentLength",
+                                             "TargetName",           "InitiatorAlias"};
   return keys.count(key) != 0;
 }
 
@@ -306,7 +307,8 @@ class DiscoverySession {
       auto response = Exchange(stage, next, KeyValues(keys));
       if (!response.ok()) return response.status();
       uint8_t cls = response->bhs[36], detail = response->bhs[37];
-      if (cls != 0) return PermissionDenied("iSCSI portal " + where_ + " refused discovery: " + LoginStatusText(cls, detail));
+      if (cls != 0)
+        return PermissionDenied("iSCSI portal " + where_ + " refused discovery: " + LoginStatusText(cls, detail));
 
       for (const auto& [key, value] : ParseKeyValues(response->data)) {
         if (key == "AuthMethod" && value != "None") {

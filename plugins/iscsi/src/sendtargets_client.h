@@ -22,7 +22,7 @@ struct DiscoveredTarget {
 };
 
 struct SendTargetsOptions {
-  std::string initiator_name;  // our InitiatorName; the target may filter on it
+  std::string initiator_name;                                   // our InitiatorName; the target may filter on it
   std::chrono::milliseconds timeout{std::chrono::seconds(15)};  // for the whole exchange
 };
 

@@ -94,7 +94,8 @@ Status WriteFileAtomically(int dir_fd, const std::string& name, const std::strin
   for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
     tmp = "." + name + ".tmp." + std::to_string(rd());
     fd = openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0 && errno != EEXIST) return Internal("cannot create a temporary file for " + name + ": " + ErrnoText(errno));
+    if (fd < 0 && errno != EEXIST)
+      return Internal("cannot create a temporary file for " + name + ": " + ErrnoText(errno));
   }
   if (fd < 0) return Internal("cannot create a temporary file for " + name);
   auto fail = [&](const std::string& what) {

@@ -63,7 +63,8 @@ class SmbPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({"mount_root", "mount_helper", "require_privacy", "port", "smb_version", "mount_timeout_seconds"}));
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys(
+        {"mount_root", "mount_helper", "require_privacy", "port", "smb_version", "mount_timeout_seconds"}));
     auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
     if (!policy.ok()) return policy.status().WithContext("smb group: [host] kubelet_path / working_dirs");
 
@@ -83,8 +84,7 @@ class SmbPlugin : public sdk::Plugin {
       return InvalidArgument("smb group: group key 'mount_timeout_seconds' must be 1..3600");
     }
     // The version goes into the mount option string: digits and dots only ("3.1.1", "3.0", "default" aside).
-    if (!version->empty() && *version != "default" &&
-        version->find_first_not_of("0123456789.") != std::string::npos) {
+    if (!version->empty() && *version != "default" && version->find_first_not_of("0123456789.") != std::string::npos) {
       return InvalidArgument("smb group: group key 'smb_version' must look like 3.1.1 or be \"default\"");
     }
     options.mount_root = *mount_root;

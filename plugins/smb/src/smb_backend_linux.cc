@@ -87,8 +87,8 @@ Status MountFailure(const std::string& key, const common::ProgramResult& result)
 // Whether the running kernel could load `module`: nullopt if yes, else why not.
 std::optional<std::string> LoadableModuleProblem(const std::string& module) {
   if (!Exists("/proc/modules")) {
-    return "the kernel was built without loadable module support (there is no /proc/modules), so `modprobe " +
-           module + "` cannot help";
+    return "the kernel was built without loadable module support (there is no /proc/modules), so `modprobe " + module +
+           "` cannot help";
   }
   utsname u;
   if (uname(&u) != 0) return "uname failed";
@@ -155,11 +155,11 @@ class LinuxSmbBackend final : public SmbBackend {
     common::ProgramOptions run;
     run.timeout = options_.mount_timeout;
     if (!credentials.username.empty()) run.extra_env.push_back("PASSWD=" + credentials.password);
-    Log(LogLevel::kInfo, "mapping " + remote.MappingKey() + " at " + MountPoint(remote) +
-                             (credentials.username.empty()
-                                  ? std::string(" as guest")
-                                  : " as " + (credentials.domain.empty() ? "" : credentials.domain + "\\") +
-                                        credentials.username));
+    Log(LogLevel::kInfo,
+        "mapping " + remote.MappingKey() + " at " + MountPoint(remote) +
+            (credentials.username.empty()
+                 ? std::string(" as guest")
+                 : " as " + (credentials.domain.empty() ? "" : credentials.domain + "\\") + credentials.username));
     auto result = common::RunProgram(argv, run);
     if (!result.ok() || result->exit_code != 0) {
       RemoveDirs(remote);
@@ -330,7 +330,8 @@ Status EnsureKernelCifs() {
 
 StatusOr<std::unique_ptr<SmbBackend>> MakeLinuxSmbBackend(LinuxSmbOptions options, common::PathPolicy policy) {
   const std::string& root = options.mount_root;
-  if (root.empty() || root[0] != '/' || root.find("/..") != std::string::npos || root.find("/./") != std::string::npos) {
+  if (root.empty() || root[0] != '/' || root.find("/..") != std::string::npos ||
+      root.find("/./") != std::string::npos) {
     return InvalidArgument("mount_root \"" + root + "\" must be an absolute path without '.' or '..'");
   }
   while (options.mount_root.size() > 1 && options.mount_root.back() == '/') options.mount_root.pop_back();

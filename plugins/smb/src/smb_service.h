@@ -18,8 +18,8 @@ class SmbService {
  public:
   SmbService(std::unique_ptr<SmbBackend> backend, common::PathPolicy policy, LogFn log);
 
-  Status NewSmbGlobalMapping(const std::string& remote_path, const std::string& local_path,
-                             const std::string& username, const std::string& password);
+  Status NewSmbGlobalMapping(const std::string& remote_path, const std::string& local_path, const std::string& username,
+                             const std::string& password);
   Status RemoveSmbGlobalMapping(const std::string& remote_path);
 
  private:

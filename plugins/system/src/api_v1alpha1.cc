@@ -14,8 +14,8 @@ WaitLimits LimitsOf(const sdk::CallContext& ctx) {
   auto deadline = ctx.deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     auto left = deadline - std::chrono::system_clock::now();
-    limits.deadline = std::chrono::steady_clock::now() +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+    limits.deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
   }
   limits.cancelled = [&ctx] { return ctx.IsCancelled(); };
   return limits;
@@ -48,10 +48,8 @@ void AddSystemV1alpha1(sdk::ServiceBuilder& svc, SystemService& service) {
             return Status::Ok();
           })
       .Unary<v1alpha1::StartServiceRequest, v1alpha1::StartServiceResponse>(
-          "StartService",
-          [&service](const v1alpha1::StartServiceRequest& req, v1alpha1::StartServiceResponse&, CallContext& ctx) {
-            return service.StartService(req.name(), LimitsOf(ctx));
-          })
+          "StartService", [&service](const v1alpha1::StartServiceRequest& req, v1alpha1::StartServiceResponse&,
+                                     CallContext& ctx) { return service.StartService(req.name(), LimitsOf(ctx)); })
       .Unary<v1alpha1::StopServiceRequest, v1alpha1::StopServiceResponse>(
           "StopService",
           [&service](const v1alpha1::StopServiceRequest& req, v1alpha1::StopServiceResponse&, CallContext& ctx) {

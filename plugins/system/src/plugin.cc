@@ -18,7 +18,9 @@ class SystemPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({"systemd_private_socket", "systemd_bus_address", "service_timeout_seconds", "allowed_services", "bios_serial_files"}));
+    CSI_PROXY_RETURN_IF_ERROR(
+        config.RequireKnownKeys({"systemd_private_socket", "systemd_bus_address", "service_timeout_seconds",
+                                 "allowed_services", "bios_serial_files"}));
 
     SystemdConnectOptions connect;
     auto private_socket = config.GetString("systemd_private_socket", connect.private_socket);
@@ -54,19 +56,19 @@ class SystemPlugin : public sdk::Plugin {
         return InvalidArgument("[groups.system] bios_serial_files must hold absolute paths");
       }
     }
-    auto bios = serial_files->empty() ? std::make_unique<LinuxBiosInfo>()
-                                      : std::make_unique<LinuxBiosInfo>(*serial_files);
+    auto bios =
+        serial_files->empty() ? std::make_unique<LinuxBiosInfo>() : std::make_unique<LinuxBiosInfo>(*serial_files);
 
-    service_ = std::make_unique<SystemService>(std::move(bios), std::make_unique<SystemdServiceManager>(connect),
-                                               options);
+    service_ =
+        std::make_unique<SystemService>(std::move(bios), std::make_unique<SystemdServiceManager>(connect), options);
     AddSystemV1alpha1(host.AddService("v1alpha1", "v1alpha1.System"), *service_);
 
     sdk::LogInfo("system group: systemd via " +
                  (connect.private_socket.empty() ? std::string("(no private socket)") : connect.private_socket) +
                  ", then " + (connect.bus_address.empty() ? std::string("the system bus") : connect.bus_address) +
-                 (options.allowed_units.empty()
-                      ? std::string("; any service may be started and stopped")
-                      : "; " + std::to_string(options.allowed_units.size()) + " service(s) may be started and stopped"));
+                 (options.allowed_units.empty() ? std::string("; any service may be started and stopped")
+                                                : "; " + std::to_string(options.allowed_units.size()) +
+                                                      " service(s) may be started and stopped"));
     return Status::Ok();
   }
 

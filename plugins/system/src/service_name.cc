@@ -10,12 +10,10 @@ namespace {
 constexpr std::string_view kServiceSuffix = ".service";
 
 // systemd's unit types other than service.
-constexpr std::array<std::string_view, 10> kOtherUnitTypes = {
-    "socket", "target", "device", "mount", "automount", "swap", "timer", "path", "slice", "scope"};
+constexpr std::array<std::string_view, 10> kOtherUnitTypes = {"socket", "target", "device", "mount", "automount",
+                                                              "swap",   "timer",  "path",   "slice", "scope"};
 
-bool IsHexDigit(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 bool IsPlainChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ':' || c == '_' ||
@@ -61,8 +59,7 @@ StatusOr<std::string> CanonicalServiceUnit(std::string_view name) {
       ++ats;
       continue;
     }
-    if (c == '\\' && i + 3 < name.size() && name[i + 1] == 'x' && IsHexDigit(name[i + 2]) &&
-        IsHexDigit(name[i + 3])) {
+    if (c == '\\' && i + 3 < name.size() && name[i + 1] == 'x' && IsHexDigit(name[i + 2]) && IsHexDigit(name[i + 3])) {
       i += 3;
       continue;
     }
@@ -83,8 +80,8 @@ StatusOr<std::string> CanonicalServiceUnit(std::string_view name) {
     }
     unit += kServiceSuffix;
     if (unit.size() > kMaxUnitNameLength) {
-      return Invalid(name, "longer than " + std::to_string(kMaxUnitNameLength) +
-                               " characters once \".service\" is appended");
+      return Invalid(name,
+                     "longer than " + std::to_string(kMaxUnitNameLength) + " characters once \".service\" is appended");
     }
   }
   std::string_view stem = std::string_view(unit).substr(0, unit.size() - kServiceSuffix.size());

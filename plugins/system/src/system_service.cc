@@ -99,8 +99,8 @@ Status SystemService::WaitFor(const std::string& unit, ServiceStatus want, const
     Clock::time_point now = Clock::now();
     if (now >= end) {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-      return DeadlineExceeded("timed out after " + Seconds(waited) + " waiting for service " + unit + " to be " +
-                              goal + " (" + info->state_detail + "); the request stays queued");
+      return DeadlineExceeded("timed out after " + Seconds(waited) + " waiting for service " + unit + " to be " + goal +
+                              " (" + info->state_detail + "); the request stays queued");
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(options_.poll_interval, end - now));
   }

@@ -3,8 +3,8 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <unistd.h>
 #include <systemd/sd-bus.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -46,8 +46,8 @@ std::string EscapeAddressValue(std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (unsigned char c : value) {
-    bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
-                 c == '_' || c == '/' || c == '.' || c == '*';
+    bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
+                 c == '/' || c == '.' || c == '*';
     if (plain) {
       out += static_cast<char>(c);
     } else {
@@ -173,8 +173,8 @@ Status ParseUnitProperties(sd_bus_message* m, UnitProperties& props) {
 StatusOr<std::string> LoadUnitPath(sd_bus* bus, const std::string& name) {
   BusError error;
   sd_bus_message* raw = nullptr;
-  int r = sd_bus_call_method(bus, kDestination, kManagerPath, kManagerInterface, "LoadUnit", &error.error, &raw,
-                             "s", name.c_str());
+  int r = sd_bus_call_method(bus, kDestination, kManagerPath, kManagerInterface, "LoadUnit", &error.error, &raw, "s",
+                             name.c_str());
   Message reply(raw);
   if (r < 0) return FromBusFailure(r, error.error, "looking up " + name);
   const char* path = nullptr;
@@ -186,8 +186,8 @@ StatusOr<std::string> LoadUnitPath(sd_bus* bus, const std::string& name) {
 StatusOr<UnitProperties> GetUnitProperties(sd_bus* bus, const std::string& path, const std::string& name) {
   BusError error;
   sd_bus_message* raw = nullptr;
-  int r = sd_bus_call_method(bus, kDestination, path.c_str(), kPropertiesInterface, "GetAll", &error.error, &raw,
-                             "s", kUnitInterface);
+  int r = sd_bus_call_method(bus, kDestination, path.c_str(), kPropertiesInterface, "GetAll", &error.error, &raw, "s",
+                             kUnitInterface);
   Message reply(raw);
   if (r < 0) return FromBusFailure(r, error.error, "reading the state of " + name);
   UnitProperties props;
@@ -199,8 +199,8 @@ StatusOr<UnitProperties> GetUnitProperties(sd_bus* bus, const std::string& path,
 std::string ServiceResult(sd_bus* bus, const std::string& path) {
   BusError error;
   char* value = nullptr;
-  if (sd_bus_get_property_string(bus, kDestination, path.c_str(), kServiceInterface, "Result", &error.error,
-                                 &value) < 0) {
+  if (sd_bus_get_property_string(bus, kDestination, path.c_str(), kServiceInterface, "Result", &error.error, &value) <
+      0) {
     return "";
   }
   std::string result = value ? value : "";
@@ -255,8 +255,8 @@ void SystemdServiceManager::BusCloser::operator()(sd_bus* bus) const { sd_bus_cl
 StatusOr<SystemdServiceManager::Bus> SystemdServiceManager::Connect() const {
   std::string failures;
   auto add_failure = [&](const std::string& text) { failures += (failures.empty() ? "" : "; ") + text; };
-  const uint64_t timeout_usec = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(options_.call_timeout).count());
+  const uint64_t timeout_usec =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(options_.call_timeout).count());
 
   if (!options_.private_socket.empty()) {
     std::string address = "unix:path=" + EscapeAddressValue(options_.private_socket);
@@ -362,8 +362,8 @@ StatusOr<std::vector<std::string>> SystemdServiceManager::ActiveDependents(const
     // GetUnit, not LoadUnit: a dependent that systemd has not loaded is certainly not running.
     BusError error;
     sd_bus_message* raw = nullptr;
-    int r = sd_bus_call_method(bus->get(), kDestination, kManagerPath, kManagerInterface, "GetUnit", &error.error,
-                               &raw, "s", dependent.c_str());
+    int r = sd_bus_call_method(bus->get(), kDestination, kManagerPath, kManagerInterface, "GetUnit", &error.error, &raw,
+                               "s", dependent.c_str());
     Message reply(raw);
     if (r < 0) {
       if (sd_bus_error_has_name(&error.error, "org.freedesktop.systemd1.NoSuchUnit")) continue;

@@ -22,14 +22,16 @@ class EchoPlugin : public csi_proxy::sdk::Plugin {
     kubelet_path_ = host.config().kubelet_path();
 
     host.AddService("v1", "v1.Echo")
-        .Unary<v1::EchoRequest, v1::EchoResponse>(
-            "Echo",
-            [](const v1::EchoRequest& req, v1::EchoResponse& resp, CallContext&) {
-              if (req.throw_exception()) throw std::runtime_error("asked to throw");
-              if (req.fail_with_code() != 0) return Status(static_cast<csi_proxy::Code>(req.fail_with_code()), req.text());
-              resp.set_text(req.text());
-              return Status::Ok();
-            })
+        .Unary<v1::EchoRequest, v1::EchoResponse>("Echo",
+                                                  [](const v1::EchoRequest& req, v1::EchoResponse& resp, CallContext&) {
+                                                    if (req.throw_exception())
+                                                      throw std::runtime_error("asked to throw");
+                                                    if (req.fail_with_code() != 0)
+                                                      return Status(static_cast<csi_proxy::Code>(req.fail_with_code()),
+                                                                    req.text());
+                                                    resp.set_text(req.text());
+                                                    return Status::Ok();
+                                                  })
         .AsyncUnary<v1::EchoRequest, v1::EchoResponse>(
             "EchoLater",
             [](v1::EchoRequest req, csi_proxy::sdk::Responder<v1::EchoResponse> responder) {

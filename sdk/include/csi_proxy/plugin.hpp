@@ -442,8 +442,8 @@ inline void Shutdown(void* plugin_state) {
 }
 
 template <typename PluginClass>
-csi_proxy_status_code Negotiate(const csi_proxy_host_offer* offer, csi_proxy_plugin_answer* answer,
-                                const char* group, const char* plugin_version) {
+csi_proxy_status_code Negotiate(const csi_proxy_host_offer* offer, csi_proxy_plugin_answer* answer, const char* group,
+                                const char* plugin_version) {
   static const csi_proxy_plugin_api table = {sizeof(csi_proxy_plugin_api), &Init<PluginClass>, &Shutdown};
   if (offer == nullptr || answer == nullptr || answer->struct_size < sizeof(csi_proxy_plugin_answer)) {
     return CSI_PROXY_STATUS_INVALID_ARGUMENT;
@@ -464,8 +464,8 @@ csi_proxy_status_code Negotiate(const csi_proxy_host_offer* offer, csi_proxy_plu
 }  // namespace csi_proxy::sdk
 
 // Defines the library's one exported symbol. Use once per group library, at namespace scope.
-#define CSI_PROXY_PLUGIN(PluginClass, group, plugin_version)                                               \
-  extern "C" CSI_PROXY_PLUGIN_EXPORT csi_proxy_status_code csi_proxy_plugin_negotiate(                     \
-      const csi_proxy_host_offer* offer, csi_proxy_plugin_answer* answer) {                               \
-    return ::csi_proxy::sdk::internal::Negotiate<PluginClass>(offer, answer, group, plugin_version);         \
+#define CSI_PROXY_PLUGIN(PluginClass, group, plugin_version)                                         \
+  extern "C" CSI_PROXY_PLUGIN_EXPORT csi_proxy_status_code csi_proxy_plugin_negotiate(               \
+      const csi_proxy_host_offer* offer, csi_proxy_plugin_answer* answer) {                          \
+    return ::csi_proxy::sdk::internal::Negotiate<PluginClass>(offer, answer, group, plugin_version); \
   }

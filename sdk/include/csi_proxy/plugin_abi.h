@@ -85,9 +85,9 @@ typedef struct csi_proxy_host_call csi_proxy_host_call;       /* one per call; v
 /* Filled by the host; read-only for the plugin; valid only during csi_proxy_plugin_negotiate. */
 typedef struct csi_proxy_host_offer {
   size_t struct_size;
-  uint32_t abi_version_min;  /* the oldest ABI version the host speaks */
-  uint32_t abi_version_max;  /* the newest ABI version the host speaks */
-  const char* host_version;  /* host-owned, NUL-terminated, e.g. "0.1.0" */
+  uint32_t abi_version_min; /* the oldest ABI version the host speaks */
+  uint32_t abi_version_max; /* the newest ABI version the host speaks */
+  const char* host_version; /* host-owned, NUL-terminated, e.g. "0.1.0" */
 } csi_proxy_host_offer;
 
 struct csi_proxy_plugin_api;
@@ -116,14 +116,14 @@ typedef csi_proxy_status_code (*csi_proxy_plugin_negotiate_fn)(const csi_proxy_h
 /* Handles one call. `request` is host-owned and valid only until the handler returns (copy it to finish
  * later). `plugin_method_ctx` is the pointer given at registration. The handler runs on a host worker thread
  * and may block; it must eventually call host->complete_call(call, ...) exactly once. */
-typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_host_call* call,
-                                            const uint8_t* request, size_t request_size);
+typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_host_call* call, const uint8_t* request,
+                                            size_t request_size);
 
 typedef struct csi_proxy_method_desc {
   size_t struct_size;
-  const char* name;                  /* the RPC name, e.g. "PathExists"; the path is /<service_name>/<name> */
+  const char* name; /* the RPC name, e.g. "PathExists"; the path is /<service_name>/<name> */
   csi_proxy_plugin_handler_fn handler;
-  void* plugin_method_ctx;           /* plugin-owned; must stay valid until shutdown returns */
+  void* plugin_method_ctx; /* plugin-owned; must stay valid until shutdown returns */
 } csi_proxy_method_desc;
 
 /* One gRPC service of one API version. The host copies everything it needs during register_service. */
@@ -133,7 +133,7 @@ typedef struct csi_proxy_service_desc {
   const char* service_name; /* the package-qualified service name, e.g. "v1.Filesystem" */
   const csi_proxy_method_desc* methods;
   size_t method_count;
-  size_t method_desc_size;  /* the array's stride: sizeof(csi_proxy_method_desc) as the plugin knows it */
+  size_t method_desc_size; /* the array's stride: sizeof(csi_proxy_method_desc) as the plugin knows it */
 } csi_proxy_service_desc;
 
 /* The connecting process, from the socket's SO_PEERCRED; -1 where unknown. */
@@ -150,8 +150,8 @@ typedef struct csi_proxy_peer_credentials {
  */
 typedef struct csi_proxy_host_api {
   size_t struct_size;
-  uint32_t abi_version;            /* the version agreed in negotiation */
-  csi_proxy_host_context* host;    /* pass back as the first argument of the functions below */
+  uint32_t abi_version;         /* the version agreed in negotiation */
+  csi_proxy_host_context* host; /* pass back as the first argument of the functions below */
 
   /* The group's configuration as a NUL-terminated TOML document with two tables: [host] holds the node-wide
    * settings every group may read (kubelet_path, working_dirs, state_dir) and [group] holds the keys of this
@@ -169,8 +169,8 @@ typedef struct csi_proxy_host_api {
   /* Completes a call: exactly once per call, from any thread. `message` (the status text, ignored on success)
    * and `response` (serialized response bytes, ignored on failure) are plugin-owned and copied before this
    * returns. After it returns, `call` is gone. */
-  void (*complete_call)(csi_proxy_host_call* call, csi_proxy_status_code code, const char* message,
-                        size_t message_size, const uint8_t* response, size_t response_size);
+  void (*complete_call)(csi_proxy_host_call* call, csi_proxy_status_code code, const char* message, size_t message_size,
+                        const uint8_t* response, size_t response_size);
 
   /* The client's deadline as nanoseconds since the Unix epoch, or INT64_MAX when it set none. */
   int64_t (*call_deadline_unix_ns)(const csi_proxy_host_call* call);
@@ -192,8 +192,7 @@ typedef struct csi_proxy_plugin_api {
    * plugin's own state pointer (plugin-owned, may be NULL) in *plugin_state and returns CSI_PROXY_STATUS_OK.
    * On failure writes a NUL-terminated reason of at most error_size bytes (including the NUL) into `error`
    * and returns another code; the host then never calls shutdown. */
-  csi_proxy_status_code (*init)(const csi_proxy_host_api* host, void** plugin_state, char* error,
-                                size_t error_size);
+  csi_proxy_status_code (*init)(const csi_proxy_host_api* host, void** plugin_state, char* error, size_t error_size);
 
   /* Called once, after every call has completed; releases what init created. */
   void (*shutdown)(void* plugin_state);

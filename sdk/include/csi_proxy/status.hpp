@@ -65,7 +65,7 @@ inline Status DeadlineExceeded(std::string m) { return {Code::kDeadlineExceeded,
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return status_.ok(); }
@@ -86,8 +86,8 @@ class [[nodiscard]] StatusOr {
 }  // namespace csi_proxy
 
 // Returns early from the enclosing function when a Status-returning expression fails.
-#define CSI_PROXY_RETURN_IF_ERROR(expr)           \
-  do {                                             \
-    ::csi_proxy::Status csi_proxy_status_ = (expr); \
+#define CSI_PROXY_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    ::csi_proxy::Status csi_proxy_status_ = (expr);        \
     if (!csi_proxy_status_.ok()) return csi_proxy_status_; \
   } while (0)

@@ -34,9 +34,7 @@ TEST(RunProgram, KillsAProgramThatOverrunsItsTimeout) {
   EXPECT_EQ(r.status().code(), Code::kDeadlineExceeded);
 }
 
-TEST(RunProgram, RefusesARelativeProgramPath) {
-  EXPECT_EQ(RunProgram({"echo", "x"}).status().code(), Code::kInternal);
-}
+TEST(RunProgram, RefusesARelativeProgramPath) { EXPECT_EQ(RunProgram({"echo", "x"}).status().code(), Code::kInternal); }
 
 TEST(RunProgramChecked, ReportsExitStatusAndOutput) {
   Status s = RunProgramChecked({"/bin/sh", "-c", "echo boom >&2; exit 3"});

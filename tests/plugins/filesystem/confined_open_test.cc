@@ -118,8 +118,7 @@ TEST_F(ConfinedOpen, RefusalDoesNotDependOnWhetherTheOutsideTargetExists) {
 
 TEST_F(ConfinedOpen, RelativeSymlinkClimbingAboveTheRootIsRefused) {
   fs::create_symlink("../outside", kubelet_ + "/up");
-  EXPECT_EQ(OpenFollowing(policy_, Confine(kubelet_ + "/up/secret"), "path").status().code(),
-            Code::kPermissionDenied);
+  EXPECT_EQ(OpenFollowing(policy_, Confine(kubelet_ + "/up/secret"), "path").status().code(), Code::kPermissionDenied);
   EXPECT_EQ(OpenParent(policy_, Confine(kubelet_ + "/up/secret"), "path").status().code(), Code::kPermissionDenied);
 }
 
@@ -132,8 +131,7 @@ TEST_F(ConfinedOpen, SymlinkToAStringPrefixSiblingIsRefused) {
 TEST_F(ConfinedOpen, MagicLinkTextIsRefused) {
   // /proc/self/root is a "magic" link; its text ("/") is outside every root.
   fs::create_symlink("/proc/self/root", kubelet_ + "/magic");
-  EXPECT_EQ(OpenFollowing(policy_, Confine(kubelet_ + "/magic/etc"), "path").status().code(),
-            Code::kPermissionDenied);
+  EXPECT_EQ(OpenFollowing(policy_, Confine(kubelet_ + "/magic/etc"), "path").status().code(), Code::kPermissionDenied);
 }
 
 TEST_F(ConfinedOpen, MissingComponentIsNotFound) {
@@ -180,15 +178,13 @@ TEST_F(ConfinedOpen, CreatingDirsThroughALinkOutsideCreatesNothing) {
 
 TEST_F(ConfinedOpen, CreatingDirsDoesNotCreateTheTargetOfADanglingLink) {
   fs::create_symlink("stage/missing", kubelet_ + "/dangling");
-  EXPECT_EQ(OpenCreatingDirs(policy_, Confine(kubelet_ + "/dangling/x"), "path").status().code(),
-            Code::kNotFound);
+  EXPECT_EQ(OpenCreatingDirs(policy_, Confine(kubelet_ + "/dangling/x"), "path").status().code(), Code::kNotFound);
   EXPECT_FALSE(Lexists(kubelet_ + "/stage/missing"));
 }
 
 TEST_F(ConfinedOpen, CreatingDirsOverAFileIsFailedPrecondition) {
   WriteFile(kubelet_ + "/file", "x");
-  EXPECT_EQ(OpenCreatingDirs(policy_, Confine(kubelet_ + "/file"), "path").status().code(),
-            Code::kFailedPrecondition);
+  EXPECT_EQ(OpenCreatingDirs(policy_, Confine(kubelet_ + "/file"), "path").status().code(), Code::kFailedPrecondition);
   EXPECT_EQ(OpenCreatingDirs(policy_, Confine(kubelet_ + "/file/sub"), "path").status().code(),
             Code::kFailedPrecondition);
 }
@@ -200,8 +196,8 @@ TEST_F(ConfinedOpen, RacingSwapOfADirectoryAndAnOutsideLinkNeverCreatesOutside) 
   fs::create_symlink(outside_, kubelet_ + "/other");
   std::atomic<bool> stop{false};
   std::thread flipper([&] {
-    while (!stop) ::renameat2(AT_FDCWD, (kubelet_ + "/swap").c_str(), AT_FDCWD, (kubelet_ + "/other").c_str(),
-                              RENAME_EXCHANGE);
+    while (!stop)
+      ::renameat2(AT_FDCWD, (kubelet_ + "/swap").c_str(), AT_FDCWD, (kubelet_ + "/other").c_str(), RENAME_EXCHANGE);
   });
   int created = 0, refused = 0;
   for (int i = 0; i < 3000; ++i) {

@@ -22,6 +22,7 @@ using csi_proxy::testing::Call;
 using csi_proxy::testing::CallRaw;
 using csi_proxy::testing::Dial;
 using csi_proxy::testing::HostProcess;
+using ::testing::HasSubstr;
 using testing::IsDirNoFollow;
 using testing::IsLinkNoFollow;
 using testing::Lexists;
@@ -30,7 +31,6 @@ using testing::ScratchDir;
 using testing::Snapshot;
 using testing::TestMount;
 using testing::WriteFile;
-using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 using Code = grpc::StatusCode;
 
@@ -160,8 +160,7 @@ template <typename Api>
 void RunUpstreamSequence(Client<Api>& client, const std::string& kubelet, int n) {
   SCOPED_TRACE(Api::kEndpoint);
   const std::string stage = kubelet + "/testdir/testplugin-" + std::to_string(n) + ".csi.io/volume" + std::to_string(n);
-  const std::string pod =
-      kubelet + "/testdir/test-pod-id/volumes/kubernetes.io~csi/pvc-test" + std::to_string(n);
+  const std::string pod = kubelet + "/testdir/test-pod-id/volumes/kubernetes.io~csi/pvc-test" + std::to_string(n);
 
   ASSERT_TRUE(client.Mkdir(stage).ok());
   EXPECT_TRUE(client.PathExists(stage).second);
@@ -304,8 +303,12 @@ TEST_F(FilesystemEndToEnd, DotDotComponentsAreInvalid) {
   auto before = OutsideState();
   const std::string up = kubelet_ + "/../outside";
   std::vector<grpc::Status> results = {
-      v2_.PathExists(up + "/secret.txt").first, v2_.Mkdir(up + "/new"),        v2_.Rmdir(up + "/dir", true),
-      v2_.RmdirContents(up),                    v2_.IsSymlink(up).first,       v2_.CreateSymlink(up, kubelet_ + "/l"),
+      v2_.PathExists(up + "/secret.txt").first,
+      v2_.Mkdir(up + "/new"),
+      v2_.Rmdir(up + "/dir", true),
+      v2_.RmdirContents(up),
+      v2_.IsSymlink(up).first,
+      v2_.CreateSymlink(up, kubelet_ + "/l"),
       v2_.CreateSymlink(kubelet_, up + "/l"),
   };
   for (const auto& s : results) {
@@ -316,7 +319,7 @@ TEST_F(FilesystemEndToEnd, DotDotComponentsAreInvalid) {
 }
 
 TEST_F(FilesystemEndToEnd, SymlinksPointingOutsideLetNothingThrough) {
-  fs::create_symlink(outside_, kubelet_ + "/abs-out");    // absolute
+  fs::create_symlink(outside_, kubelet_ + "/abs-out");      // absolute
   fs::create_symlink("../outside", kubelet_ + "/rel-out");  // relative, climbing above the root
   auto before = OutsideState();
   for (const std::string& link : {kubelet_ + "/abs-out", kubelet_ + "/rel-out"}) {
@@ -392,7 +395,10 @@ TEST_F(FilesystemEndToEnd, BindMountedOutsideDirectoryBelowARemovedDirectoryIsNo
 TEST_F(FilesystemEndToEnd, MalformedRequestBytesAreInvalidAndTheHostKeepsServing) {
   auto channel = Dial(host_.endpoint(kV2alpha1));
   const std::string garbage[] = {std::string("\xff\xff\xff\xff", 4), std::string("\x0a\x80", 2),
-                                 std::string("\x0a\x05" "ab", 4), std::string("\x12\xff\xff\xff\xff\x0f", 6)};
+                                 std::string("\x0a\x05"
+                                             "ab",
+                                             4),
+                                 std::string("\x12\xff\xff\xff\xff\x0f", 6)};
   for (const char* method : {"PathExists", "Mkdir", "Rmdir", "CreateSymlink", "IsSymlink", "RmdirContents"}) {
     for (const auto& bytes : garbage) {
       std::string out;

@@ -15,6 +15,7 @@
 namespace csi_proxy::filesystem {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::IsDirNoFollow;
 using testing::IsLinkNoFollow;
 using testing::Lexists;
@@ -23,7 +24,6 @@ using testing::ScratchDir;
 using testing::Snapshot;
 using testing::TestMount;
 using testing::WriteFile;
-using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 // sandbox/kubelet and sandbox/work are the allowed roots; sandbox/kubelet-evil and sandbox/outside are not;
@@ -288,9 +288,14 @@ TEST_F(FilesystemServiceTest, StringPrefixSiblingIsRefusedByEveryMethod) {
   auto before = OutsideState();
   const std::string victim = evil_ + "/victim.txt";
   std::vector<Status> results = {
-      service_.PathExists(victim).status(), service_.Mkdir(evil_ + "/new"), service_.Rmdir(victim, false),
-      service_.Rmdir(evil_, true),          service_.RmdirContents(evil_),   service_.IsSymlink(victim).status(),
-      service_.CreateSymlink(victim, kubelet_ + "/link"), service_.CreateSymlink(kubelet_, evil_ + "/link"),
+      service_.PathExists(victim).status(),
+      service_.Mkdir(evil_ + "/new"),
+      service_.Rmdir(victim, false),
+      service_.Rmdir(evil_, true),
+      service_.RmdirContents(evil_),
+      service_.IsSymlink(victim).status(),
+      service_.CreateSymlink(victim, kubelet_ + "/link"),
+      service_.CreateSymlink(kubelet_, evil_ + "/link"),
   };
   for (const Status& s : results) {
     EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.message();
@@ -308,9 +313,13 @@ TEST_F(FilesystemServiceTest, DotDotEmptyRelativeAndNulPathsAreInvalidForEveryMe
   for (const std::string& p : {kubelet_ + "/../outside/secret.txt", kubelet_ + "/../kubelet-evil", std::string(),
                                std::string("relative/path"), nul}) {
     std::vector<Status> results = {
-        service_.PathExists(p).status(), service_.Mkdir(p),         service_.Rmdir(p, true),
-        service_.RmdirContents(p),       service_.IsSymlink(p).status(),
-        service_.CreateSymlink(p, kubelet_ + "/link"), service_.CreateSymlink(kubelet_, p),
+        service_.PathExists(p).status(),
+        service_.Mkdir(p),
+        service_.Rmdir(p, true),
+        service_.RmdirContents(p),
+        service_.IsSymlink(p).status(),
+        service_.CreateSymlink(p, kubelet_ + "/link"),
+        service_.CreateSymlink(kubelet_, p),
     };
     for (const Status& s : results) EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.message();
   }

@@ -29,7 +29,8 @@ TEST(PathPolicy, StringPrefixSiblingIsNotUnderTheRoot) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Code::kPermissionDenied);
   EXPECT_THAT(c.status().message(), HasSubstr("\"/var/lib/kubelet-evil/x\""));
-  EXPECT_THAT(c.status().message(), HasSubstr("[/var/lib/kubelet, /var/lib/driver/scratch, /var/lib/kubelet/plugins/x]"));
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("[/var/lib/kubelet, /var/lib/driver/scratch, /var/lib/kubelet/plugins/x]"));
 }
 
 TEST(PathPolicy, ParentOfARootIsNotAllowed) {

@@ -258,10 +258,28 @@ TEST_F(IscsiServiceTest, MutualChapSecretIsValidatedAndNeverLogged) {
 // Shell and mount-option metacharacters in every string field: refused before the backend is reached, and the
 // state directory stays empty.
 TEST_F(IscsiServiceTest, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
-  const std::vector<std::string> payloads = {
-      "x;touch /tmp/pwned", "$(touch /tmp/pwned)", "`touch /tmp/pwned`", "x|id", "x&id", "x>/tmp/f",
-      "x<y", "a b", "x,opt=1", "x=y", "x\nInitiatorName=evil", "x'y", "x\"y", "x\\y", "../../etc", "--op=delete",
-      "-o delete", "x*", "x?", "x{a,b}", "x\t", std::string("x\0y", 3)};
+  const std::vector<std::string> payloads = {"x;touch /tmp/pwned",
+                                             "$(touch /tmp/pwned)",
+                                             "`touch /tmp/pwned`",
+                                             "x|id",
+                                             "x&id",
+                                             "x>/tmp/f",
+                                             "x<y",
+                                             "a b",
+                                             "x,opt=1",
+                                             "x=y",
+                                             "x\nInitiatorName=evil",
+                                             "x'y",
+                                             "x\"y",
+                                             "x\\y",
+                                             "../../etc",
+                                             "--op=delete",
+                                             "-o delete",
+                                             "x*",
+                                             "x?",
+                                             "x{a,b}",
+                                             "x\t",
+                                             std::string("x\0y", 3)};
   const PortalRequest good_portal = At("127.0.0.1", 3260);
   const std::string good_iqn = "iqn.2024-01.io.example:t";
   for (const auto& bad : payloads) {

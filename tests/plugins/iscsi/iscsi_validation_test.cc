@@ -41,27 +41,27 @@ TEST(IscsiPortalValidation, Ipv6WithOrWithoutBracketsIsAccepted) {
 }
 
 TEST(IscsiPortalValidation, MalformedAddressesAreRefused) {
-  for (const char* address : {"", "999.1.1.1", "-host", "host-", "a..b", "host name", "host;reboot",
-                              "$(reboot)", "`id`", "host,opt=1", "[127.0.0.1]", "host:3260", "/dev/sda",
-                              "host\nname", "--portal=x"}) {
+  for (const char* address :
+       {"", "999.1.1.1", "-host", "host-", "a..b", "host name", "host;reboot", "$(reboot)", "`id`", "host,opt=1",
+        "[127.0.0.1]", "host:3260", "/dev/sda", "host\nname", "--portal=x"}) {
     EXPECT_EQ(ValidatePortal(address, 3260).status().code(), Code::kInvalidArgument) << address;
   }
 }
 
 TEST(IscsiNameValidation, IqnEuiAndNaaFormsAreAccepted) {
-  for (const char* iqn : {"iqn.2024-01.io.example:target0", "iqn.1991-05.com.microsoft:node-1.a",
-                          "iqn.2001-04.com.example", "IQN.2024-01.IO.EXAMPLE:Disk", "eui.02004567A425678D",
-                          "naa.52004567BA64678D", "naa.600a0980383041334a3f4a6f4b2d5a4e",
-                          "iqn.2005-10.org.freenas.ctl:pool_volume"}) {
+  for (const char* iqn :
+       {"iqn.2024-01.io.example:target0", "iqn.1991-05.com.microsoft:node-1.a", "iqn.2001-04.com.example",
+        "IQN.2024-01.IO.EXAMPLE:Disk", "eui.02004567A425678D", "naa.52004567BA64678D",
+        "naa.600a0980383041334a3f4a6f4b2d5a4e", "iqn.2005-10.org.freenas.ctl:pool_volume"}) {
     EXPECT_TRUE(ValidateIqn(iqn).ok()) << iqn << ": " << ValidateIqn(iqn).message();
   }
 }
 
 TEST(IscsiNameValidation, MalformedNamesAreRefused) {
-  for (const char* iqn : {"", "target0", "iqn.24-01.io.example:x", "iqn.2024-01:x", "iqn.2024-01..x",
-                          "eui.123", "naa.12345", "iqn.2024-01.io.example:a b", "iqn.2024-01.io.example:a;b",
-                          "iqn.2024-01.io.example:$(id)", "iqn.2024-01.io.example:a/b", "iqn.2024-01.io.example:a,b",
-                          "iqn.2024-01.io.example:a=b"}) {
+  for (const char* iqn :
+       {"", "target0", "iqn.24-01.io.example:x", "iqn.2024-01:x", "iqn.2024-01..x", "eui.123", "naa.12345",
+        "iqn.2024-01.io.example:a b", "iqn.2024-01.io.example:a;b", "iqn.2024-01.io.example:$(id)",
+        "iqn.2024-01.io.example:a/b", "iqn.2024-01.io.example:a,b", "iqn.2024-01.io.example:a=b"}) {
     EXPECT_EQ(ValidateIqn(iqn).code(), Code::kInvalidArgument) << iqn;
   }
   EXPECT_EQ(ValidateIqn("iqn.2024-01.io.example:" + std::string(220, 'a')).code(), Code::kInvalidArgument);

@@ -25,9 +25,9 @@ SendTargetsOptions Options() {
   return o;
 }
 
-#define START_TARGET_OR_SKIP(var, options)                       \
-  std::string why_not_##var;                                     \
-  auto var = TgtTarget::Start(options, &why_not_##var);          \
+#define START_TARGET_OR_SKIP(var, options)              \
+  std::string why_not_##var;                            \
+  auto var = TgtTarget::Start(options, &why_not_##var); \
   if (!var) GTEST_SKIP() << "no iSCSI target: " << why_not_##var
 
 TEST(SendTargetsDiscovery, ReturnsTheTargetsIqnAndItsAddress) {

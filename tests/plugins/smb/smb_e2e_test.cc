@@ -57,10 +57,9 @@ class SmbEndToEnd : public ::testing::Test {
   }
 
   void StartHost(const std::string& mount_helper, uint16_t port = 445) {
-    host_ = std::make_unique<HostProcess>("[groups.smb]\nrequired = true\nmount_root = \"" + mount_root() +
-                                          "\"\nport = " + std::to_string(port) +
-                                          (mount_helper.empty() ? "" : "\nmount_helper = \"" + mount_helper + "\"") +
-                                          "\n");
+    host_ = std::make_unique<HostProcess>(
+        "[groups.smb]\nrequired = true\nmount_root = \"" + mount_root() + "\"\nport = " + std::to_string(port) +
+        (mount_helper.empty() ? "" : "\nmount_helper = \"" + mount_helper + "\"") + "\n");
     ASSERT_TRUE(host_->Start({kV1, "csi-proxy-smb-v1beta2", "csi-proxy-smb-v1beta1", "csi-proxy-smb-v1alpha1"}))
         << host_->error() << host_->log();
     channel_ = Dial(host_->endpoint(kV1));
@@ -134,18 +133,20 @@ TEST_F(SmbEndToEnd, RemovingAShareThatIsNotMappedSucceedsOnEveryVersion) {
   v1beta2::RemoveSmbGlobalMappingRequest b2;
   b2.set_remote_path("//127.0.0.1/data");
   v1beta2::RemoveSmbGlobalMappingResponse b2r;
-  EXPECT_TRUE(Call(Dial(host_->endpoint("csi-proxy-smb-v1beta2")), "/v1beta2.Smb/RemoveSmbGlobalMapping", b2, &b2r).ok());
+  EXPECT_TRUE(
+      Call(Dial(host_->endpoint("csi-proxy-smb-v1beta2")), "/v1beta2.Smb/RemoveSmbGlobalMapping", b2, &b2r).ok());
   v1beta1::RemoveSmbGlobalMappingRequest b1;
   b1.set_remote_path("//127.0.0.1/data");
   v1beta1::RemoveSmbGlobalMappingResponse b1r;
-  EXPECT_TRUE(Call(Dial(host_->endpoint("csi-proxy-smb-v1beta1")), "/v1beta1.Smb/RemoveSmbGlobalMapping", b1, &b1r).ok());
+  EXPECT_TRUE(
+      Call(Dial(host_->endpoint("csi-proxy-smb-v1beta1")), "/v1beta1.Smb/RemoveSmbGlobalMapping", b1, &b1r).ok());
   EXPECT_EQ(b1r.error(), "");
   v1alpha1::NewSmbGlobalMappingRequest a1;
   a1.set_remote_path("bad");
   v1alpha1::NewSmbGlobalMappingResponse a1r;
-  EXPECT_EQ(Call(Dial(host_->endpoint("csi-proxy-smb-v1alpha1")), "/v1alpha1.Smb/NewSmbGlobalMapping", a1, &a1r)
-                .error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      Call(Dial(host_->endpoint("csi-proxy-smb-v1alpha1")), "/v1alpha1.Smb/NewSmbGlobalMapping", a1, &a1r).error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_FALSE(HelperRan());
 }
 

@@ -176,8 +176,8 @@ TEST_F(SmbServiceTest, GuestMappingPassesNoPasswordAtAll) {
 
 TEST_F(SmbServiceTest, FailedMountLeavesNothingBehind) {
   MakeService(RecordingHelper(32, "mount error(112): Host is down"), true);
-  auto status = service_->NewSmbGlobalMapping("//fs1.example.com/data", kubelet_ + "/pods/pod-1/volumes/smb",
-                                              "csiuser", "pw");
+  auto status =
+      service_->NewSmbGlobalMapping("//fs1.example.com/data", kubelet_ + "/pods/pod-1/volumes/smb", "csiuser", "pw");
   EXPECT_EQ(status.code(), Code::kUnavailable) << status.message();
   EXPECT_NE(status.message().find("Host is down"), std::string::npos) << status.message();
   EXPECT_TRUE(TreeOf(mount_root_).empty());
@@ -237,8 +237,8 @@ TEST_F(SmbServiceTest, LocalPathWithAMissingParentIsNotFoundBeforeMounting) {
 TEST_F(SmbServiceTest, ExistingLocalPathIsAlreadyExistsBeforeMounting) {
   fs::create_directories(kubelet_ + "/pods/pod-1/volumes/taken");
   MakeService(RecordingHelper(0, ""), true);
-  auto status = service_->NewSmbGlobalMapping("//127.0.0.1/data", kubelet_ + "/pods/pod-1/volumes/taken", "csiuser",
-                                              "pw");
+  auto status =
+      service_->NewSmbGlobalMapping("//127.0.0.1/data", kubelet_ + "/pods/pod-1/volumes/taken", "csiuser", "pw");
   EXPECT_EQ(status.code(), Code::kAlreadyExists) << status.message();
   EXPECT_FALSE(HelperRan());
 }
@@ -255,17 +255,32 @@ TEST_F(SmbServiceTest, RemovingAShareThatIsNotMappedSucceeds) {
 TEST_F(SmbServiceTest, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
   MakeService(RecordingHelper(0, ""), true);
   const auto kubelet_before = TreeOf(kubelet_);
-  const std::vector<std::string> payloads = {
-      ";touch /tmp/pwned", "$(touch /tmp/pwned)", "`touch /tmp/pwned`", "|id", "&id", ">/tmp/f", "<x", " x",
-      ",password=x", ",uid=0", "=x", "\nx", "'x", "\"x", "*", "?", "{a,b}", "\tx", std::string("\0x", 2)};
+  const std::vector<std::string> payloads = {";touch /tmp/pwned",
+                                             "$(touch /tmp/pwned)",
+                                             "`touch /tmp/pwned`",
+                                             "|id",
+                                             "&id",
+                                             ">/tmp/f",
+                                             "<x",
+                                             " x",
+                                             ",password=x",
+                                             ",uid=0",
+                                             "=x",
+                                             "\nx",
+                                             "'x",
+                                             "\"x",
+                                             "*",
+                                             "?",
+                                             "{a,b}",
+                                             "\tx",
+                                             std::string("\0x", 2)};
   const std::string good_local = kubelet_ + "/pods/pod-1/volumes/smb";
   for (const auto& bad : payloads) {
     SCOPED_TRACE(::testing::PrintToString(bad));
     EXPECT_EQ(service_->NewSmbGlobalMapping("//127.0.0.1" + bad + "/data", "", "u", "p").code(),
               Code::kInvalidArgument);
     EXPECT_EQ(service_->NewSmbGlobalMapping("//127.0.0.1/data" + bad, "", "u", "p").code(), Code::kInvalidArgument);
-    EXPECT_EQ(service_->NewSmbGlobalMapping("//127.0.0.1/data/sub" + bad, "", "u", "p").code(),
-              Code::kInvalidArgument);
+    EXPECT_EQ(service_->NewSmbGlobalMapping("//127.0.0.1/data/sub" + bad, "", "u", "p").code(), Code::kInvalidArgument);
     EXPECT_EQ(service_->NewSmbGlobalMapping("//127.0.0.1/data", "", "user" + bad, "p").code(), Code::kInvalidArgument);
     EXPECT_EQ(service_->NewSmbGlobalMapping("//127.0.0.1/data", "", "DOM" + bad + "\\user", "p").code(),
               Code::kInvalidArgument);
@@ -285,10 +300,10 @@ TEST_F(SmbServiceTest, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
 
 // ---- Real mounts: only where the kernel has cifs --------------------------------------------------------------
 
-#define REAL_MOUNT_PRECONDITIONS(server)                                                                   \
-  if (Status cifs = EnsureKernelCifs(); !cifs.ok()) GTEST_SKIP() << cifs.message();                        \
-  std::string why_not_server;                                                                              \
-  auto server = SambaServer::Start(SambaServerOptions{}, &why_not_server);                                 \
+#define REAL_MOUNT_PRECONDITIONS(server)                                            \
+  if (Status cifs = EnsureKernelCifs(); !cifs.ok()) GTEST_SKIP() << cifs.message(); \
+  std::string why_not_server;                                                       \
+  auto server = SambaServer::Start(SambaServerOptions{}, &why_not_server);          \
   if (!server) GTEST_SKIP() << "no Samba server: " << why_not_server
 
 TEST_F(SmbServiceTest, MapWriteReadUnmapAgainstARealSambaShare) {
@@ -323,8 +338,8 @@ TEST_F(SmbServiceTest, MapWriteReadUnmapAgainstARealSambaShare) {
 TEST_F(SmbServiceTest, WrongPasswordIsPermissionDeniedAndLeavesNothing) {
   REAL_MOUNT_PRECONDITIONS(server);
   MakeService("", false, true, server->port());
-  auto status = service_->NewSmbGlobalMapping("//127.0.0.1/" + server->share_name(), "", server->username(),
-                                              "wrong-password");
+  auto status =
+      service_->NewSmbGlobalMapping("//127.0.0.1/" + server->share_name(), "", server->username(), "wrong-password");
   EXPECT_EQ(status.code(), Code::kPermissionDenied) << status.message();
   EXPECT_TRUE(TreeOf(mount_root_).empty());
 }

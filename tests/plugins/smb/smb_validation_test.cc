@@ -32,10 +32,10 @@ TEST(SmbRemotePath, IpAddressesAndHiddenSharesAreAccepted) {
 }
 
 TEST(SmbRemotePath, MalformedPathsAreRefused) {
-  for (const char* path : {"", "\\\\server", "server", "//", "//999.1.1.1/share", "//-bad/share", "//server/.",
-                           "//server/..", "//server/$", "//server/share/../etc", "//server/share/./x",
-                           "//ser ver/share", "//server/sha re", "//server/share,seal", "//server/share=1",
-                           "//server;id/share", "//server/sh$are", "//server/share/a b"}) {
+  for (const char* path :
+       {"", "\\\\server", "server", "//", "//999.1.1.1/share", "//-bad/share", "//server/.", "//server/..",
+        "//server/$", "//server/share/../etc", "//server/share/./x", "//ser ver/share", "//server/sha re",
+        "//server/share,seal", "//server/share=1", "//server;id/share", "//server/sh$are", "//server/share/a b"}) {
     EXPECT_EQ(ParseRemotePath(path).status().code(), Code::kInvalidArgument) << path;
   }
   EXPECT_EQ(ParseRemotePath("//server/" + std::string(81, 'a')).status().code(), Code::kInvalidArgument);
@@ -65,8 +65,8 @@ TEST(SmbCredentials, NoUsernameMeansGuestAndRefusesAPassword) {
 }
 
 TEST(SmbCredentials, UserNamesThatCouldCarryOptionsAreRefused) {
-  for (const char* user : {"a,b", "a=b", "user,password=x", "a b", "a;b", "a$b", "$(id)", "`id`", "\\user",
-                           "DOMAIN\\", "DO MAIN\\user", "DOM,x\\user", "a\nb", "a'b", "a\"b", "a|b"}) {
+  for (const char* user : {"a,b", "a=b", "user,password=x", "a b", "a;b", "a$b", "$(id)", "`id`", "\\user", "DOMAIN\\",
+                           "DO MAIN\\user", "DOM,x\\user", "a\nb", "a'b", "a\"b", "a|b"}) {
     EXPECT_EQ(ParseCredentials(user, "pw").status().code(), Code::kInvalidArgument) << user;
   }
   EXPECT_EQ(ParseCredentials(std::string(257, 'u'), "pw").status().code(), Code::kInvalidArgument);
@@ -77,8 +77,8 @@ TEST(SmbCredentials, PasswordsMayHoldShellCharactersButNoControlCharacters) {
   ASSERT_TRUE(creds.ok()) << creds.status().message();
   EXPECT_EQ(creds->password, "p@ss,w0rd;$(id)`x` 'q\"|&<>*?=");
   EXPECT_TRUE(ParseCredentials("user", "p\xc3\xa4ss").ok());  // UTF-8
-  for (const std::string& bad : {std::string("a\nb"), std::string("a\tb"), std::string("a\0b", 3),
-                                 std::string("a\x7f"), std::string(257, 'p')}) {
+  for (const std::string& bad : {std::string("a\nb"), std::string("a\tb"), std::string("a\0b", 3), std::string("a\x7f"),
+                                 std::string(257, 'p')}) {
     auto status = ParseCredentials("user", bad).status();
     EXPECT_EQ(status.code(), Code::kInvalidArgument);
     EXPECT_EQ(status.message().find(bad), std::string::npos);

@@ -47,10 +47,9 @@ TEST(LinuxBiosInfo, NoSourceIsAFailedPreconditionNamingEachPlaceLookedAt) {
   LinuxBiosInfo bios({dir.path() + "/product_serial", dir.path() + "/serial-number"});
   auto serial = bios.SerialNumber();
   EXPECT_EQ(serial.status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(serial.status().message(),
-            "this machine exposes no BIOS serial number (no DMI and no device tree): " + dir.path() +
-                "/product_serial: No such file or directory; " + dir.path() +
-                "/serial-number: No such file or directory");
+  EXPECT_EQ(serial.status().message(), "this machine exposes no BIOS serial number (no DMI and no device tree): " +
+                                           dir.path() + "/product_serial: No such file or directory; " + dir.path() +
+                                           "/serial-number: No such file or directory");
 }
 
 TEST(LinuxBiosInfo, ASourceThatCannotBeReadIsAnErrorNotAFallback) {

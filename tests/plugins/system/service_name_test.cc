@@ -36,9 +36,9 @@ TEST(CanonicalServiceUnit, AcceptsTemplateInstancesAndSystemdEscapes) {
 }
 
 TEST(CanonicalServiceUnit, RefusesOtherUnitTypes) {
-  for (const char* name : {"reboot.target", "poweroff.target", "dbus.socket", "-.mount", "home.automount",
-                           "apt-daily.timer", "user.slice", "init.scope", "dev-sda.device", "swapfile.swap",
-                           "cups.path"}) {
+  for (const char* name :
+       {"reboot.target", "poweroff.target", "dbus.socket", "-.mount", "home.automount", "apt-daily.timer", "user.slice",
+        "init.scope", "dev-sda.device", "swapfile.swap", "cups.path"}) {
     ExpectRefused(name);
   }
 }
@@ -51,11 +51,10 @@ TEST(CanonicalServiceUnit, RefusesAnEmptyName) {
 TEST(CanonicalServiceUnit, RefusesPathsShellSyntaxAndControlCharacters) {
   for (std::string_view name :
        {std::string_view("../etc/passwd"), std::string_view("/usr/lib/systemd/system/ssh.service"),
-        std::string_view("a/b"), std::string_view("a b"), std::string_view("a;reboot"),
-        std::string_view("$(reboot)"), std::string_view("`id`"), std::string_view("a|b"), std::string_view("a\nb"),
-        std::string_view("a\0b", 3), std::string_view("a\\b"), std::string_view("a\\x2"), std::string_view("*"),
-        std::string_view("ssh*"), std::string_view("caf\xc3\xa9"), std::string_view(" ssh"),
-        std::string_view("ssh ")}) {
+        std::string_view("a/b"), std::string_view("a b"), std::string_view("a;reboot"), std::string_view("$(reboot)"),
+        std::string_view("`id`"), std::string_view("a|b"), std::string_view("a\nb"), std::string_view("a\0b", 3),
+        std::string_view("a\\b"), std::string_view("a\\x2"), std::string_view("*"), std::string_view("ssh*"),
+        std::string_view("caf\xc3\xa9"), std::string_view(" ssh"), std::string_view("ssh ")}) {
     ExpectRefused(name);
   }
 }
@@ -88,8 +87,7 @@ TEST(CanonicalServiceUnit, QuotesTheRefusedNameSafelyInTheMessage) {
   ASSERT_EQ(unit.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(unit.status().message().find('\n'), std::string::npos);
   EXPECT_EQ(unit.status().message().find('\x1b'), std::string::npos);
-  EXPECT_NE(unit.status().message().find("\"evil\\x0aname\\x1b[2J\""), std::string::npos)
-      << unit.status().message();
+  EXPECT_NE(unit.status().message().find("\"evil\\x0aname\\x1b[2J\""), std::string::npos) << unit.status().message();
   EXPECT_LT(CanonicalServiceUnit(std::string(5000, '/')).status().message().size(), 200u);
 }
 

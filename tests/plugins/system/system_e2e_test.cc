@@ -59,9 +59,8 @@ TEST_F(SystemWithoutSystemd, ServiceCallsFailWithSystemdIsNotRunning) {
   v1alpha1::GetServiceResponse resp;
   auto s = Call(channel_, "/v1alpha1.System/GetService", GetReq("ssh"), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_EQ(s.error_message().rfind("systemd is not running: cannot connect to unix:path=" + socket_ +
-                                        ": No such file or directory",
-                                    0),
+  EXPECT_EQ(s.error_message().rfind(
+                "systemd is not running: cannot connect to unix:path=" + socket_ + ": No such file or directory", 0),
             0u)
       << s.error_message();
   v1alpha1::StartServiceResponse start;
@@ -94,7 +93,11 @@ TEST_F(SystemWithoutSystemd, MalformedRequestBytesAreInvalidArgumentAndTheHostKe
   for (const char* method : {"/v1alpha1.System/GetService", "/v1alpha1.System/StartService",
                              "/v1alpha1.System/StopService", "/v1alpha1.System/GetBIOSSerialNumber"}) {
     // A length-delimited field whose length runs past the end of the message.
-    auto s = CallRaw(channel_, method, std::string("\x0a\xff\xff\xff\x0f" "abc", 8), &out);
+    auto s = CallRaw(channel_, method,
+                     std::string("\x0a\xff\xff\xff\x0f"
+                                 "abc",
+                                 8),
+                     &out);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << s.error_message();
     // Field 1 (name) sent as a varint instead of a string.
     s = CallRaw(channel_, method, std::string("\x08\x01", 2), &out);
@@ -126,7 +129,11 @@ TEST_F(SystemWithoutSystemd, MissingOrInvalidNamesAreInvalidArgument) {
   }
   // A name that is not UTF-8 (field 1, 5 bytes): refused whether the parser or the name check sees it first.
   std::string out;
-  EXPECT_EQ(CallRaw(channel_, "/v1alpha1.System/GetService", std::string("\x0a\x05" "caf\xc3\x28", 7), &out)
+  EXPECT_EQ(CallRaw(channel_, "/v1alpha1.System/GetService",
+                    std::string("\x0a\x05"
+                                "caf\xc3\x28",
+                                7),
+                    &out)
                 .error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 }
@@ -147,8 +154,7 @@ TEST(SystemConfig, ABiosSerialFileFromTheConfigIsReadRaw) {
 TEST(SystemConfig, AnUnknownKeyRefusesTheGroupByName) {
   HostProcess host("[groups.system]\nrequired = true\nsystemd_bus_adress = \"unix:path=/x\"\n");
   EXPECT_FALSE(host.Start({kEndpoint}, 10s));
-  EXPECT_NE(host.log().find("unknown key 'systemd_bus_adress' in [groups.system]"), std::string::npos)
-      << host.log();
+  EXPECT_NE(host.log().find("unknown key 'systemd_bus_adress' in [groups.system]"), std::string::npos) << host.log();
 }
 
 TEST(SystemConfig, AnInvalidAllowedServiceRefusesTheGroup) {

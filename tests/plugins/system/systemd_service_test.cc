@@ -51,9 +51,7 @@ SystemdSandbox::Options SandboxUnits() {
 
 class SystemdServiceTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sandbox_ = SystemdSandbox::Start(SandboxUnits(), &why_).release();
-  }
+  static void SetUpTestSuite() { sandbox_ = SystemdSandbox::Start(SandboxUnits(), &why_).release(); }
   static void TearDownTestSuite() {
     delete sandbox_;
     sandbox_ = nullptr;

@@ -81,8 +81,7 @@ TEST(SystemdUnreachable, AStaleSocketFileIsReportedAsRefused) {
   SystemdServiceManager manager(Unreachable(dir));
   auto info = manager.Query("ssh.service");
   EXPECT_EQ(info.status().code(), Code::kFailedPrecondition);
-  EXPECT_NE(info.status().message().find("/private: Connection refused"), std::string::npos)
-      << info.status().message();
+  EXPECT_NE(info.status().message().find("/private: Connection refused"), std::string::npos) << info.status().message();
 }
 
 TEST(SystemdUnreachable, APrivateSocketNotOwnedByRootIsNotTrusted) {
