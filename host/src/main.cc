@@ -59,8 +59,11 @@ struct LoadedGroups {
   std::vector<std::string> refusals;
   bool required_failed = false;
 
-  ~LoadedGroups() {
-    for (auto it = plugins.rbegin(); it != plugins.rend(); ++it) (*it)->Shutdown();
+  ~LoadedGroups() { UnloadAll(); }
+
+  // Shuts the libraries down in reverse load order, then unloads them.
+  void UnloadAll() {
+    while (!plugins.empty()) plugins.pop_back();
   }
 };
 
@@ -176,7 +179,7 @@ int main(int argc, char** argv) {
   spdlog::info("received {}; stopping (waiting up to {} ms for calls in flight)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                config->shutdown_timeout.count());
   server.Shutdown(config->shutdown_timeout);
-  groups.plugins.clear();  // shutdown in reverse load order, then unload
+  groups.UnloadAll();
   spdlog::info("stopped");
   return 0;
 }

@@ -16,16 +16,6 @@ std::string Prefix(const GroupConfig& g) { return "group '" + g.name + "' (" + g
 
 Status Refuse(const GroupConfig& g, Code code, const std::string& reason) { return Status(code, Prefix(g) + reason); }
 
-std::string CodeName(csi_proxy_status_code code) {
-  static const char* const kNames[] = {
-      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS", "UNAUTHENTICATED"};
-  if (code >= 0 && code <= 16) return kNames[code];
-  return "code " + std::to_string(code);
-}
-
 }  // namespace
 
 std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host) {

@@ -39,15 +39,6 @@ class PeerTable {
 
 namespace {
 
-std::string StatusName(int code) {
-  static const char* const kNames[] = {
-      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS", "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
-}
-
 // One unary call: read the request, run the handler on the pool, write what the plugin completes with.
 class CallReactor final : public grpc::ServerGenericBidiReactor, public csi_proxy_host_call {
  public:
@@ -86,7 +77,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public csi_prox
       response_ = grpc::ByteBuffer(&slice, 1);
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
-      spdlog::info("[{}] {} failed with {} in {} us: {}", endpoint_->group, ctx_->method(), StatusName(code),
+      spdlog::info("[{}] {} failed with {} in {} us: {}", endpoint_->group, ctx_->method(), CodeName(code),
                    elapsed.count(), message);
       Finish(grpc::Status(static_cast<grpc::StatusCode>(code), std::string(message)));
     }
@@ -102,7 +93,8 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public csi_prox
  private:
   void Run() {
     if (IsCancelled()) {
-      return Complete(kDeadlineExceeded, "the call was cancelled or its deadline passed before it started", {});
+      return Complete(static_cast<csi_proxy_status_code>(Code::kDeadlineExceeded),
+                      "the call was cancelled or its deadline passed before it started", {});
     }
     std::vector<grpc::Slice> slices;
     std::string bytes;
@@ -116,8 +108,6 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public csi_prox
     if (completed_.exchange(true)) return;
     Finish(status);
   }
-
-  static constexpr csi_proxy_status_code kDeadlineExceeded = 4;  // gRPC DEADLINE_EXCEEDED
 
   grpc::GenericCallbackServerContext* ctx_;
   const Endpoint* endpoint_;

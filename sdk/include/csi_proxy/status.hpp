@@ -30,6 +30,17 @@ enum class Code : int32_t {
   kUnauthenticated = 16,
 };
 
+// gRPC's name of a status code ("NOT_FOUND"), or "code N" for a value outside gRPC's range.
+inline std::string CodeName(int32_t code) {
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
+  if (code >= 0 && code <= 16) return kNames[code];
+  return "code " + std::to_string(code);
+}
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
