@@ -2,8 +2,9 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
+
+#include "group_log.h"
 
 namespace csi_proxy::iscsi {
 
@@ -29,8 +30,8 @@ struct ChapLogin {
   std::string secret;    // the secret the target checks
 };
 
-enum class LogLevel { kDebug, kInfo, kWarning, kError };
 // Where the group writes its log lines (the host's logger in production). Never receives a secret.
-using LogFn = std::function<void(LogLevel, const std::string&)>;
+using common::LogFn;
+using common::LogLevel;
 
 }  // namespace csi_proxy::iscsi

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "csi_proxy/plugin.hpp"
+#include "host_log.h"
 #include "iscsi_backend_linux.h"
 #include "iscsi_service.h"
 #include "v1alpha1/iscsi.pb.h"
@@ -98,19 +99,6 @@ CSI_PROXY_ISCSI_MESSAGES(v1alpha1)
 CSI_PROXY_ISCSI_MESSAGES(v1alpha2)
 #undef CSI_PROXY_ISCSI_MESSAGES
 
-void HostLog(LogLevel level, const std::string& message) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return sdk::LogDebug(message);
-    case LogLevel::kInfo:
-      return sdk::LogInfo(message);
-    case LogLevel::kWarning:
-      return sdk::LogWarn(message);
-    case LogLevel::kError:
-      return sdk::LogError(message);
-  }
-}
-
 StatusOr<std::chrono::milliseconds> Seconds(const sdk::PluginConfig& config, const char* key, int64_t fallback) {
   auto value = config.GetInt(key, fallback);
   if (!value.ok()) return value.status();
@@ -142,10 +130,10 @@ class IscsiPlugin : public sdk::Plugin {
     options.mutual_chap_username = *mutual_user;
     options.discovery_timeout = *discovery_timeout;
     options.login_timeout = *login_timeout;
-    options.log = HostLog;
+    options.log = common::HostLog;
     auto backend = MakeLinuxIscsiBackend(options);
     if (!backend.ok()) return backend.status().WithContext("iscsi group");
-    service_ = std::make_unique<IscsiService>(std::move(*backend), HostLog);
+    service_ = std::make_unique<IscsiService>(std::move(*backend), common::HostLog);
 
     AddCommonMethods<v1alpha1Messages>(host.AddService("v1alpha1", "v1alpha1.Iscsi"), *service_);
     AddCommonMethods<v1alpha2Messages>(host.AddService("v1alpha2", "v1alpha2.Iscsi"), *service_)

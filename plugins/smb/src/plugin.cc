@@ -6,6 +6,7 @@
 #include <string>
 
 #include "csi_proxy/plugin.hpp"
+#include "host_log.h"
 #include "path_policy.h"
 #include "smb_backend_linux.h"
 #include "smb_service.h"
@@ -46,19 +47,6 @@ CSI_PROXY_SMB_MESSAGES(v1beta1)
 CSI_PROXY_SMB_MESSAGES(v1alpha1)
 #undef CSI_PROXY_SMB_MESSAGES
 
-void HostLog(LogLevel level, const std::string& message) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return sdk::LogDebug(message);
-    case LogLevel::kInfo:
-      return sdk::LogInfo(message);
-    case LogLevel::kWarning:
-      return sdk::LogWarn(message);
-    case LogLevel::kError:
-      return sdk::LogError(message);
-  }
-}
-
 class SmbPlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
@@ -93,10 +81,10 @@ class SmbPlugin : public sdk::Plugin {
     options.port = static_cast<uint16_t>(*port);
     options.smb_version = *version;
     options.mount_timeout = std::chrono::seconds(*mount_timeout);
-    options.log = HostLog;
+    options.log = common::HostLog;
     auto backend = MakeLinuxSmbBackend(options, *policy);
     if (!backend.ok()) return backend.status().WithContext("smb group");
-    service_ = std::make_unique<SmbService>(std::move(*backend), std::move(*policy), HostLog);
+    service_ = std::make_unique<SmbService>(std::move(*backend), std::move(*policy), common::HostLog);
 
     AddMethods<v1Messages>(host.AddService("v1", "v1.Smb"), *service_);
     AddMethods<v1beta2Messages>(host.AddService("v1beta2", "v1beta2.Smb"), *service_);

@@ -1,9 +1,10 @@
 // Plain value types shared by the SMB service layer and its OS backends (no protobuf, no OS calls).
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
+
+#include "group_log.h"
 
 namespace csi_proxy::smb {
 
@@ -24,8 +25,8 @@ struct SmbCredentials {
   std::string password;
 };
 
-enum class LogLevel { kDebug, kInfo, kWarning, kError };
 // Where the group writes its log lines (the host's logger in production). Never receives a secret.
-using LogFn = std::function<void(LogLevel, const std::string&)>;
+using common::LogFn;
+using common::LogLevel;
 
 }  // namespace csi_proxy::smb
