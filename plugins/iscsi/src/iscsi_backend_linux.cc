@@ -24,6 +24,7 @@
 #include "run_program.h"
 #include "sendtargets_client.h"
 #include "state_store.h"
+#include "text.h"
 
 namespace csi_proxy::iscsi {
 namespace {
@@ -106,12 +107,6 @@ std::optional<std::string> LoadableModuleProblem(const std::string& module) {
   return std::nullopt;
 }
 
-std::string Tail(const std::string& output) {
-  std::string t = output.size() > 1000 ? output.substr(output.size() - 1000) : output;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  return t;
-}
-
 class LinuxIscsiBackend final : public IscsiBackend {
  public:
   LinuxIscsiBackend(LinuxIscsiOptions options, std::unique_ptr<IscsiStateStore> store, std::string initiator_name)
@@ -190,7 +185,7 @@ class LinuxIscsiBackend final : public IscsiBackend {
       DeleteNodeRecord(*iscsiadm, iqn, portal_arg);
       if (!result.ok()) return result.status();
       return Internal("iscsiadm could not log in to " + iqn + " at " + portal_arg + " (exit " +
-                      std::to_string(result->exit_code) + "): " + Tail(result->output));
+                      std::to_string(result->exit_code) + "): " + common::OutputTail(result->output));
     }
     return Status::Ok();
   }
@@ -216,7 +211,8 @@ class LinuxIscsiBackend final : public IscsiBackend {
       auto result = RunProgram({*iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "--logout"}, run);
       if (!result.ok()) return result.status();
       if (result->exit_code != 0 && FindSession(portal, iqn)) {
-        return Internal("iscsiadm could not log out of " + iqn + " at " + portal_arg + ": " + Tail(result->output));
+        return Internal("iscsiadm could not log out of " + iqn + " at " + portal_arg + ": " +
+                        common::OutputTail(result->output));
       }
     }
     // Like Windows' Unregister: the node record (with its secrets) goes too.
@@ -356,7 +352,7 @@ Status EnsureKernelInitiator(const std::string& sys_root) {
     if (modprobe.ok()) {
       auto result = RunProgram({*modprobe, "iscsi_tcp"});
       if (result.ok() && result->exit_code == 0 && Exists(transport)) return Status::Ok();
-      problem = "modprobe iscsi_tcp failed" + (result.ok() ? ": " + Tail(result->output) : "");
+      problem = "modprobe iscsi_tcp failed" + (result.ok() ? ": " + common::OutputTail(result->output) : "");
     } else {
       problem = "modprobe is not installed";
     }

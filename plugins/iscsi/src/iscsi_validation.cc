@@ -4,39 +4,14 @@
 #include <arpa/inet.h>
 
 #include <cctype>
-#include <cstdio>
 
 namespace csi_proxy::iscsi {
 namespace {
 
-bool IsAsciiAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+using common::IsAsciiAlnum;
+
 bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// RFC 1123 host name: dot-separated labels of letters, digits and '-', 1..63 characters each, no label starting
-// or ending with '-', at most 253 characters in all.
-bool IsHostName(const std::string& name) {
-  if (name.empty() || name.size() > 253) return false;
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t end = name.find('.', start);
-    if (end == std::string::npos) end = name.size();
-    size_t len = end - start;
-    if (len == 0 || len > 63) return false;
-    if (name[start] == '-' || name[end - 1] == '-') return false;
-    for (size_t i = start; i < end; ++i) {
-      if (!IsAsciiAlnum(name[i]) && name[i] != '-') return false;
-    }
-    start = end + 1;
-    if (end == name.size()) break;
-  }
-  return true;
-}
 
 bool AllHex(std::string_view s) {
   for (char c : s) {
@@ -46,25 +21,6 @@ bool AllHex(std::string_view s) {
 }
 
 }  // namespace
-
-std::string Printable(std::string_view value) {
-  std::string out;
-  size_t n = 0;
-  for (unsigned char c : value) {
-    if (++n > 64) {
-      out += "...";
-      break;
-    }
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 StatusOr<Portal> ValidatePortal(const std::string& address, uint32_t port) {
   if (address.empty()) return InvalidArgument("target_portal.target_address is empty");
@@ -85,16 +41,16 @@ StatusOr<Portal> ValidatePortal(const std::string& address, uint32_t port) {
     return portal;
   }
   if (bare.find(':') != std::string::npos && bare.size() <= 45 && inet_pton(AF_INET6, bare.c_str(), &v6) == 1) {
-    portal.address = Lower(bare);
+    portal.address = common::AsciiLower(bare);
     return portal;
   }
-  if (!bracketed && IsHostName(bare)) {
+  if (!bracketed && common::IsHostName(bare)) {
     // A name made only of digits and dots that inet_pton refused (e.g. 999.1.1.1) is a bad IPv4 address, not a
     // host name; resolvers would otherwise read it in surprising ways.
     bool numeric = true;
     for (char c : bare) numeric = numeric && (IsDigit(c) || c == '.');
     if (!numeric) {
-      portal.address = Lower(bare);
+      portal.address = common::AsciiLower(bare);
       return portal;
     }
   }
@@ -114,7 +70,7 @@ Status ValidateIqn(const std::string& iqn) {
       return bad("only letters, digits, '.', '-', '_' and ':' are allowed");
     }
   }
-  std::string lower = Lower(iqn);
+  std::string lower = common::AsciiLower(iqn);
   if (lower.rfind("iqn.", 0) == 0) {
     // iqn.YYYY-MM.<naming authority>[:<unique name>]
     if (lower.size() < 12 || !IsDigit(lower[4]) || !IsDigit(lower[5]) || !IsDigit(lower[6]) || !IsDigit(lower[7]) ||

@@ -8,6 +8,7 @@
 
 #include "csi_proxy/status.hpp"
 #include "iscsi_types.h"
+#include "text.h"
 
 namespace csi_proxy::iscsi {
 
@@ -38,7 +39,7 @@ StatusOr<AuthType> ValidateAuthType(int32_t value);
 // "address:port", with brackets around an IPv6 address: the form iscsiadm and log lines use.
 std::string PortalToString(const Portal& portal);
 
-// A value fit for an error message or a log line: at most 64 characters, non-printable bytes as \xNN.
-std::string Printable(std::string_view value);
+// A value fit for an error message or a log line (text.h).
+using common::Printable;
 
 }  // namespace csi_proxy::iscsi

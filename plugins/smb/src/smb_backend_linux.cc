@@ -17,6 +17,7 @@
 #include "confined_open_linux.h"
 #include "run_program.h"
 #include "smb_validation.h"
+#include "text.h"
 
 namespace csi_proxy::smb {
 namespace {
@@ -36,12 +37,6 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
-}
-
-std::string Tail(const std::string& output) {
-  std::string t = output.size() > 1000 ? output.substr(output.size() - 1000) : output;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  return t;
 }
 
 // mkdir -p with mode 0755 for every missing component.
@@ -71,7 +66,7 @@ StatusOr<UniqueFd> OpenOrMakeDir(int dir_fd, const std::string& name, const std:
 // What mount.cifs' "mount error(N)" says, as a status for the caller. The output never holds the password:
 // mount.cifs only prints it masked, and only with --verbose, which is not used.
 Status MountFailure(const std::string& key, const common::ProgramResult& result) {
-  std::string output = Tail(result.output);
+  std::string output = common::OutputTail(result.output);
   std::string prefix = "mounting " + key + " failed";
   auto has = [&](const char* s) { return output.find(s) != std::string::npos; };
   std::string text = prefix + " (mount helper exit " + std::to_string(result.exit_code) + "): " + output;
@@ -122,7 +117,7 @@ class LinuxSmbBackend final : public SmbBackend {
     run.timeout = options_.health_timeout;
     auto result = common::RunProgram({*stat, "-f", "-c", "%T", MountPoint(remote)}, run);
     if (!result.ok()) return MappingStatus{MappingState::kUnreachable, result.status().message()};
-    if (result->exit_code != 0) return MappingStatus{MappingState::kUnreachable, Tail(result->output)};
+    if (result->exit_code != 0) return MappingStatus{MappingState::kUnreachable, common::OutputTail(result->output)};
     return MappingStatus{MappingState::kHealthy, ""};
   }
 
@@ -319,7 +314,7 @@ Status EnsureKernelCifs() {
     if (modprobe.ok()) {
       auto result = common::RunProgram({*modprobe, "cifs"});
       if (result.ok() && result->exit_code == 0 && listed()) return Status::Ok();
-      problem = "modprobe cifs failed" + (result.ok() ? ": " + Tail(result->output) : "");
+      problem = "modprobe cifs failed" + (result.ok() ? ": " + common::OutputTail(result->output) : "");
     } else {
       problem = "modprobe is not installed";
     }

@@ -3,57 +3,12 @@
 
 #include <arpa/inet.h>
 
-#include <cctype>
-#include <cstdio>
-
 namespace csi_proxy::smb {
 namespace {
 
-bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// RFC 1123 labels (with '_' allowed, as NetBIOS-style server names have it), at most 253 characters.
-bool IsServerName(const std::string& name) {
-  if (name.empty() || name.size() > 253) return false;
-  size_t start = 0;
-  for (;;) {
-    size_t end = name.find('.', start);
-    if (end == std::string::npos) end = name.size();
-    if (end == start || end - start > 63 || name[start] == '-' || name[end - 1] == '-') return false;
-    for (size_t i = start; i < end; ++i) {
-      if (!IsAlnum(name[i]) && name[i] != '-' && name[i] != '_') return false;
-    }
-    if (end == name.size()) return true;
-    start = end + 1;
-  }
-}
-
-bool IsNameChar(char c) { return IsAlnum(c) || c == '.' || c == '_' || c == '-'; }
+bool IsNameChar(char c) { return common::IsAsciiAlnum(c) || c == '.' || c == '_' || c == '-'; }
 
 }  // namespace
-
-std::string Printable(std::string_view value) {
-  std::string out;
-  size_t n = 0;
-  for (unsigned char c : value) {
-    if (++n > 64) {
-      out += "...";
-      break;
-    }
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 StatusOr<RemotePath> ParseRemotePath(const std::string& remote_path) {
   if (remote_path.empty()) return InvalidArgument("remote_path is empty");
@@ -80,10 +35,10 @@ StatusOr<RemotePath> ParseRemotePath(const std::string& remote_path) {
   in_addr v4;
   const std::string& server = parts[0];
   bool numeric = server.find_first_not_of("0123456789.") == std::string::npos;
-  if (numeric ? inet_pton(AF_INET, server.c_str(), &v4) != 1 : !IsServerName(server)) {
+  if (numeric ? inet_pton(AF_INET, server.c_str(), &v4) != 1 : !common::IsHostName(server, /*allow_underscore=*/true)) {
     return bad("the server must be a host name or an IPv4 address");
   }
-  path.server = Lower(server);
+  path.server = common::AsciiLower(server);
 
   std::string share = parts[1];
   if (share.size() > kMaxShareLength) return bad("the share name is longer than 80 characters");
@@ -93,7 +48,7 @@ StatusOr<RemotePath> ParseRemotePath(const std::string& remote_path) {
   for (char c : body) {
     if (!IsNameChar(c)) return bad("the share name may only contain letters, digits, '.', '_', '-' and a final '$'");
   }
-  path.share = Lower(share);
+  path.share = common::AsciiLower(share);
 
   for (size_t i = 2; i < parts.size(); ++i) {
     const std::string& part = parts[i];

@@ -10,6 +10,7 @@
 
 #include "csi_proxy/status.hpp"
 #include "smb_types.h"
+#include "text.h"
 
 namespace csi_proxy::smb {
 
@@ -31,7 +32,7 @@ StatusOr<RemotePath> ParseRemotePath(const std::string& remote_path);
 // A password without a username is refused: it would be silently dropped.
 StatusOr<SmbCredentials> ParseCredentials(const std::string& username, const std::string& password);
 
-// A value fit for an error message or a log line: at most 64 characters, non-printable bytes as \xNN.
-std::string Printable(std::string_view value);
+// A value fit for an error message or a log line (text.h).
+using common::Printable;
 
 }  // namespace csi_proxy::smb

@@ -1,0 +1,55 @@
+// Small text helpers; see text.h.
+#include "text.h"
+
+#include <cctype>
+#include <cstdio>
+
+namespace csi_proxy::common {
+
+std::string AsciiLower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool IsHostName(std::string_view name, bool allow_underscore) {
+  if (name.empty() || name.size() > 253) return false;
+  size_t start = 0;
+  for (;;) {
+    size_t end = name.find('.', start);
+    if (end == std::string_view::npos) end = name.size();
+    if (end == start || end - start > 63 || name[start] == '-' || name[end - 1] == '-') return false;
+    for (size_t i = start; i < end; ++i) {
+      char c = name[i];
+      if (!IsAsciiAlnum(c) && c != '-' && !(allow_underscore && c == '_')) return false;
+    }
+    if (end == name.size()) return true;
+    start = end + 1;
+  }
+}
+
+std::string Printable(std::string_view value) {
+  std::string out;
+  size_t n = 0;
+  for (unsigned char c : value) {
+    if (++n > 64) {
+      out += "...";
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+std::string OutputTail(const std::string& output) {
+  std::string t = output.size() > 1000 ? output.substr(output.size() - 1000) : output;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+}  // namespace csi_proxy::common
