@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 
 #include "block_devices_linux.h"
 #include "iscsi_validation.h"
+#include "kernel_module_linux.h"
 #include "run_program.h"
 #include "sendtargets_client.h"
 #include "state_store.h"
@@ -88,23 +88,6 @@ std::set<std::string> ResolvePortalAddresses(const Portal& portal) {
   }
   out.insert(CanonicalAddress(portal.address));
   return out;
-}
-
-// Whether the running kernel could load `module` (module support and the module file exist).
-std::optional<std::string> LoadableModuleProblem(const std::string& module) {
-  if (!Exists("/proc/modules")) {
-    return "the kernel was built without loadable module support (there is no /proc/modules), so " + module +
-           " cannot be added";
-  }
-  utsname u;
-  if (uname(&u) != 0) return "uname failed";
-  std::string dir = std::string("/lib/modules/") + u.release;
-  auto deps = ReadSmallFile(dir + "/modules.dep");
-  if (!deps) return "there is no " + dir + "/modules.dep, so " + module + " cannot be loaded";
-  if (deps->find("/" + module + ".ko") == std::string::npos) {
-    return "kernel " + std::string(u.release) + " has no " + module + " module in " + dir;
-  }
-  return std::nullopt;
 }
 
 class LinuxIscsiBackend final : public IscsiBackend {
@@ -345,18 +328,8 @@ class LinuxIscsiBackend final : public IscsiBackend {
 
 Status EnsureKernelInitiator(const std::string& sys_root) {
   std::string transport = sys_root + "/class/iscsi_transport/tcp";
-  if (Exists(transport)) return Status::Ok();
-  auto problem = LoadableModuleProblem("iscsi_tcp");
-  if (!problem) {
-    auto modprobe = common::FindSystemProgram("modprobe");
-    if (modprobe.ok()) {
-      auto result = RunProgram({*modprobe, "iscsi_tcp"});
-      if (result.ok() && result->exit_code == 0 && Exists(transport)) return Status::Ok();
-      problem = "modprobe iscsi_tcp failed" + (result.ok() ? ": " + common::OutputTail(result->output) : "");
-    } else {
-      problem = "modprobe is not installed";
-    }
-  }
+  auto problem = common::LoadKernelModule("iscsi_tcp", [&] { return Exists(transport); });
+  if (!problem) return Status::Ok();
   return FailedPrecondition("this kernel has no iSCSI initiator: " + transport + " does not exist and " + *problem +
                             " (a kernel with CONFIG_SCSI_ISCSI_ATTRS and CONFIG_ISCSI_TCP is needed)");
 }

@@ -4,17 +4,16 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "block_devices_linux.h"
 #include "confined_open_linux.h"
+#include "kernel_module_linux.h"
 #include "run_program.h"
 #include "smb_validation.h"
 #include "text.h"
@@ -25,19 +24,6 @@ namespace {
 using common::ConfinedPath;
 using common::QuotePath;
 using common::UniqueFd;
-
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
 
 // mkdir -p with mode 0755 for every missing component.
 Status MakeDirs(const std::string& path) {
@@ -77,23 +63,6 @@ Status MountFailure(const std::string& key, const common::ProgramResult& result)
     return Unavailable(text);
   }
   return Internal(text);
-}
-
-// Whether the running kernel could load `module`: nullopt if yes, else why not.
-std::optional<std::string> LoadableModuleProblem(const std::string& module) {
-  if (!Exists("/proc/modules")) {
-    return "the kernel was built without loadable module support (there is no /proc/modules), so `modprobe " + module +
-           "` cannot help";
-  }
-  utsname u;
-  if (uname(&u) != 0) return "uname failed";
-  std::string dir = std::string("/lib/modules/") + u.release;
-  auto deps = ReadSmallFile(dir + "/modules.dep");
-  if (!deps) return "there is no " + dir + "/modules.dep, so `modprobe " + module + "` cannot help";
-  if (deps->find("/" + module + ".ko") == std::string::npos) {
-    return "kernel " + std::string(u.release) + " has no " + module + " module in " + dir;
-  }
-  return std::nullopt;
 }
 
 class LinuxSmbBackend final : public SmbBackend {
@@ -296,9 +265,7 @@ std::string MountOptions(const SmbCredentials& credentials, const LinuxSmbOption
 
 Status EnsureKernelCifs() {
   auto listed = [] {
-    auto text = ReadSmallFile("/proc/filesystems");
-    if (!text) return false;
-    std::istringstream in(*text);
+    std::ifstream in("/proc/filesystems");
     std::string line;
     while (std::getline(in, line)) {
       auto tab = line.rfind('\t');
@@ -307,18 +274,8 @@ Status EnsureKernelCifs() {
     }
     return false;
   };
-  if (listed()) return Status::Ok();
-  auto problem = LoadableModuleProblem("cifs");
-  if (!problem) {
-    auto modprobe = common::FindSystemProgram("modprobe");
-    if (modprobe.ok()) {
-      auto result = common::RunProgram({*modprobe, "cifs"});
-      if (result.ok() && result->exit_code == 0 && listed()) return Status::Ok();
-      problem = "modprobe cifs failed" + (result.ok() ? ": " + common::OutputTail(result->output) : "");
-    } else {
-      problem = "modprobe is not installed";
-    }
-  }
+  auto problem = common::LoadKernelModule("cifs", listed);
+  if (!problem) return Status::Ok();
   return FailedPrecondition("this kernel has no CIFS/SMB client: cifs is not listed in /proc/filesystems and " +
                             *problem + " (a kernel with CONFIG_CIFS is needed)");
 }
