@@ -1,12 +1,9 @@
 // A private smbd on loopback for tests; see samba_server.h.
 #include "samba_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,38 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_port.h"
 #include "run_program.h"
 
 namespace csi_proxy::test_support {
 namespace {
-
-uint16_t FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  uint16_t port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
-    port = ntohs(sa.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-bool Listening(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
 
 bool WaitGone(pid_t pgid, std::chrono::milliseconds budget) {
   auto deadline = std::chrono::steady_clock::now() + budget;
@@ -185,7 +155,7 @@ bool SambaServer::Launch(std::string* why_not) {
       *why_not = "smbd exited at start: " + Log();
       return false;
     }
-    if (Listening(port_)) return true;
+    if (Listening("127.0.0.1", port_)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   *why_not = "smbd did not listen on port " + std::to_string(port_) + " within 20 s: " + Log();

@@ -1,15 +1,12 @@
 // A private tgtd on loopback for tests; see tgt_target.h.
 #include "tgt_target.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,40 +20,13 @@
 #include <sstream>
 #include <thread>
 
+#include "loopback_port.h"
 #include "run_program.h"
 
 namespace csi_proxy::test_support {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-uint16_t FreeLoopbackPort(const std::string& address) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  inet_pton(AF_INET, address.c_str(), &sa.sin_addr);
-  socklen_t len = sizeof sa;
-  uint16_t port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
-    port = ntohs(sa.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-bool Listening(const std::string& address, uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  inet_pton(AF_INET, address.c_str(), &sa.sin_addr);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  close(fd);
-  return ok;
-}
 
 // waitpid with a time limit; kills (SIGKILL) and reaps the child when it is exceeded. Returns the wait status,
 // or -1 when the child had to be killed.
