@@ -1,6 +1,8 @@
 // The filesystem group library: builds the allowed-roots policy from the node configuration and serves
-// csi-proxy-filesystem-v1 and csi-proxy-filesystem-v2alpha1. Each version only adapts its messages to the one
-// FilesystemService; the two share their message shapes, so one template registers both.
+// csi-proxy-filesystem-v1, v2alpha1 and the older v1beta2, v1beta1 and v1alpha1. Each version only adapts its
+// messages to the one FilesystemService. All versions share PathExists, Mkdir and Rmdir (the old versions' extra
+// `context` field is ignored); in v1alpha1 and v1beta1, CreateSymlink and IsSymlink are named LinkPath and
+// IsMountPoint.
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +11,9 @@
 #include "filesystem_service.h"
 #include "path_policy.h"
 #include "v1/filesystem.pb.h"
+#include "v1alpha1/filesystem.pb.h"
+#include "v1beta1/filesystem.pb.h"
+#include "v1beta2/filesystem.pb.h"
 #include "v2alpha1/filesystem.pb.h"
 
 namespace csi_proxy::filesystem {
@@ -18,14 +23,13 @@ using sdk::CallContext;
 
 constexpr const char* kLinkTargetDirsKey = "link_target_dirs";
 
-// The methods v1 and v2alpha1 have in common; `Api` is the version's proto namespace wrapped in a type.
+// PathExists, Mkdir and Rmdir, which have the same names and fields in every version; `Api` is the version's
+// proto namespace wrapped in a type.
 template <typename Api>
-void AddCommonMethods(sdk::ServiceBuilder& svc, FilesystemService& fs) {
+void AddPathMethods(sdk::ServiceBuilder& svc, FilesystemService& fs) {
   using PathExistsRequest = typename Api::PathExistsRequest;
   using MkdirRequest = typename Api::MkdirRequest;
   using RmdirRequest = typename Api::RmdirRequest;
-  using CreateSymlinkRequest = typename Api::CreateSymlinkRequest;
-  using IsSymlinkRequest = typename Api::IsSymlinkRequest;
 
   svc.template Unary<PathExistsRequest, typename Api::PathExistsResponse>(
          "PathExists",
@@ -37,34 +41,77 @@ void AddCommonMethods(sdk::ServiceBuilder& svc, FilesystemService& fs) {
       .template Unary<MkdirRequest, typename Api::MkdirResponse>(
           "Mkdir", [&fs](const MkdirRequest& req, auto&, CallContext&) { return fs.Mkdir(req.path()); })
       .template Unary<RmdirRequest, typename Api::RmdirResponse>(
-          "Rmdir", [&fs](const RmdirRequest& req, auto&, CallContext&) { return fs.Rmdir(req.path(), req.force()); })
-      .template Unary<CreateSymlinkRequest, typename Api::CreateSymlinkResponse>(
-          "CreateSymlink", [&fs](const CreateSymlinkRequest& req, auto&,
-                                 CallContext&) { return fs.CreateSymlink(req.source_path(), req.target_path()); })
-      .template Unary<IsSymlinkRequest, typename Api::IsSymlinkResponse>(
-          "IsSymlink", [&fs](const IsSymlinkRequest& req, auto& resp, CallContext&) {
-            auto is_symlink = fs.IsSymlink(req.path());
-            if (is_symlink.ok()) resp.set_is_symlink(*is_symlink);
-            return is_symlink.status();
-          });
+          "Rmdir", [&fs](const RmdirRequest& req, auto&, CallContext&) { return fs.Rmdir(req.path(), req.force()); });
 }
 
-#define CSI_PROXY_FILESYSTEM_MESSAGES(ns)                    \
+// CreateSymlink under the version's method name (LinkPath in v1alpha1 and v1beta1); the fields are the same.
+template <typename Req, typename Resp>
+void AddCreateSymlink(sdk::ServiceBuilder& svc, FilesystemService& fs, const char* method) {
+  svc.Unary<Req, Resp>(method, [&fs](const Req& req, Resp&, CallContext&) {
+    return fs.CreateSymlink(req.source_path(), req.target_path());
+  });
+}
+
+// IsSymlink under the version's method name (IsMountPoint in v1alpha1 and v1beta1); `set` stores the answer in
+// the version's response field.
+template <typename Req, typename Resp>
+void AddIsSymlink(sdk::ServiceBuilder& svc, FilesystemService& fs, const char* method, void (Resp::*set)(bool)) {
+  svc.Unary<Req, Resp>(method, [&fs, set](const Req& req, Resp& resp, CallContext&) {
+    auto is_symlink = fs.IsSymlink(req.path());
+    if (is_symlink.ok()) (resp.*set)(*is_symlink);
+    return is_symlink.status();
+  });
+}
+
+// The methods of v1, v1beta2 and v2alpha1.
+template <typename Api>
+void AddCurrentMethods(sdk::ServiceBuilder& svc, FilesystemService& fs) {
+  AddPathMethods<Api>(svc, fs);
+  AddCreateSymlink<typename Api::CreateSymlinkRequest, typename Api::CreateSymlinkResponse>(svc, fs, "CreateSymlink");
+  AddIsSymlink<typename Api::IsSymlinkRequest, typename Api::IsSymlinkResponse>(
+      svc, fs, "IsSymlink", &Api::IsSymlinkResponse::set_is_symlink);
+}
+
+// The methods of v1alpha1 and v1beta1. Their responses' `error` strings stay empty: failures are the status.
+template <typename Api>
+void AddLegacyMethods(sdk::ServiceBuilder& svc, FilesystemService& fs) {
+  AddPathMethods<Api>(svc, fs);
+  AddCreateSymlink<typename Api::LinkPathRequest, typename Api::LinkPathResponse>(svc, fs, "LinkPath");
+  AddIsSymlink<typename Api::IsMountPointRequest, typename Api::IsMountPointResponse>(
+      svc, fs, "IsMountPoint", &Api::IsMountPointResponse::set_is_mount_point);
+}
+
+#define CSI_PROXY_FILESYSTEM_PATH_MESSAGES(ns)       \
+  using PathExistsRequest = ns::PathExistsRequest;   \
+  using PathExistsResponse = ns::PathExistsResponse; \
+  using MkdirRequest = ns::MkdirRequest;             \
+  using MkdirResponse = ns::MkdirResponse;           \
+  using RmdirRequest = ns::RmdirRequest;             \
+  using RmdirResponse = ns::RmdirResponse;
+#define CSI_PROXY_FILESYSTEM_CURRENT_MESSAGES(ns)            \
   struct ns##Messages {                                      \
-    using PathExistsRequest = ns::PathExistsRequest;         \
-    using PathExistsResponse = ns::PathExistsResponse;       \
-    using MkdirRequest = ns::MkdirRequest;                   \
-    using MkdirResponse = ns::MkdirResponse;                 \
-    using RmdirRequest = ns::RmdirRequest;                   \
-    using RmdirResponse = ns::RmdirResponse;                 \
+    CSI_PROXY_FILESYSTEM_PATH_MESSAGES(ns)                   \
     using CreateSymlinkRequest = ns::CreateSymlinkRequest;   \
     using CreateSymlinkResponse = ns::CreateSymlinkResponse; \
     using IsSymlinkRequest = ns::IsSymlinkRequest;           \
     using IsSymlinkResponse = ns::IsSymlinkResponse;         \
   };
-CSI_PROXY_FILESYSTEM_MESSAGES(v1)
-CSI_PROXY_FILESYSTEM_MESSAGES(v2alpha1)
-#undef CSI_PROXY_FILESYSTEM_MESSAGES
+#define CSI_PROXY_FILESYSTEM_LEGACY_MESSAGES(ns)           \
+  struct ns##Messages {                                    \
+    CSI_PROXY_FILESYSTEM_PATH_MESSAGES(ns)                 \
+    using LinkPathRequest = ns::LinkPathRequest;           \
+    using LinkPathResponse = ns::LinkPathResponse;         \
+    using IsMountPointRequest = ns::IsMountPointRequest;   \
+    using IsMountPointResponse = ns::IsMountPointResponse; \
+  };
+CSI_PROXY_FILESYSTEM_CURRENT_MESSAGES(v1)
+CSI_PROXY_FILESYSTEM_CURRENT_MESSAGES(v1beta2)
+CSI_PROXY_FILESYSTEM_CURRENT_MESSAGES(v2alpha1)
+CSI_PROXY_FILESYSTEM_LEGACY_MESSAGES(v1alpha1)
+CSI_PROXY_FILESYSTEM_LEGACY_MESSAGES(v1beta1)
+#undef CSI_PROXY_FILESYSTEM_LEGACY_MESSAGES
+#undef CSI_PROXY_FILESYSTEM_CURRENT_MESSAGES
+#undef CSI_PROXY_FILESYSTEM_PATH_MESSAGES
 
 class FilesystemPlugin : public sdk::Plugin {
  public:
@@ -88,10 +135,14 @@ class FilesystemPlugin : public sdk::Plugin {
     }
     service_ = std::make_unique<FilesystemService>(std::move(policy).value());
 
-    AddCommonMethods<v1Messages>(host.AddService("v1", "v1.Filesystem"), *service_);
+    // In upstream's registration order.
+    AddLegacyMethods<v1alpha1Messages>(host.AddService("v1alpha1", "v1alpha1.Filesystem"), *service_);
+    AddLegacyMethods<v1beta1Messages>(host.AddService("v1beta1", "v1beta1.Filesystem"), *service_);
+    AddCurrentMethods<v1beta2Messages>(host.AddService("v1beta2", "v1beta2.Filesystem"), *service_);
+    AddCurrentMethods<v1Messages>(host.AddService("v1", "v1.Filesystem"), *service_);
 
     auto& v2alpha1 = host.AddService("v2alpha1", "v2alpha1.Filesystem");
-    AddCommonMethods<v2alpha1Messages>(v2alpha1, *service_);
+    AddCurrentMethods<v2alpha1Messages>(v2alpha1, *service_);
     v2alpha1.Unary<v2alpha1::RmdirContentsRequest, v2alpha1::RmdirContentsResponse>(
         "RmdirContents",
         [fs = service_.get()](const v2alpha1::RmdirContentsRequest& req, v2alpha1::RmdirContentsResponse&,

@@ -13,6 +13,9 @@
 #include "host_process.h"
 #include "test_tree.h"
 #include "v1/filesystem.pb.h"
+#include "v1alpha1/filesystem.pb.h"
+#include "v1beta1/filesystem.pb.h"
+#include "v1beta2/filesystem.pb.h"
 #include "v2alpha1/filesystem.pb.h"
 
 namespace csi_proxy::filesystem {
@@ -36,6 +39,9 @@ using Code = grpc::StatusCode;
 
 constexpr const char* kV1 = "csi-proxy-filesystem-v1";
 constexpr const char* kV2alpha1 = "csi-proxy-filesystem-v2alpha1";
+constexpr const char* kV1alpha1 = "csi-proxy-filesystem-v1alpha1";
+constexpr const char* kV1beta1 = "csi-proxy-filesystem-v1beta1";
+constexpr const char* kV1beta2 = "csi-proxy-filesystem-v1beta2";
 
 // One API version: its endpoint, its method path prefix and its message types. v1 and v2alpha1 share every
 // message shape except RmdirContents, so the client is written once.
@@ -68,6 +74,45 @@ struct V2alpha1 {
   using IsSymlinkRequest = v2alpha1::IsSymlinkRequest;
   using IsSymlinkResponse = v2alpha1::IsSymlinkResponse;
 };
+
+struct V1beta2 {
+  static constexpr const char* kEndpoint = kV1beta2;
+  static constexpr const char* kPrefix = "/v1beta2.Filesystem/";
+  using PathExistsRequest = v1beta2::PathExistsRequest;
+  using PathExistsResponse = v1beta2::PathExistsResponse;
+  using MkdirRequest = v1beta2::MkdirRequest;
+  using MkdirResponse = v1beta2::MkdirResponse;
+  using RmdirRequest = v1beta2::RmdirRequest;
+  using RmdirResponse = v1beta2::RmdirResponse;
+  using CreateSymlinkRequest = v1beta2::CreateSymlinkRequest;
+  using CreateSymlinkResponse = v1beta2::CreateSymlinkResponse;
+  using IsSymlinkRequest = v1beta2::IsSymlinkRequest;
+  using IsSymlinkResponse = v1beta2::IsSymlinkResponse;
+};
+
+// v1alpha1 and v1beta1 have the same shape: a PathContext on path requests, LinkPath and IsMountPoint, and an
+// `error` string in every response.
+#define CSI_PROXY_LEGACY_API(Name, ns)                             \
+  struct Name {                                                    \
+    static constexpr const char* kEndpoint = k##Name;              \
+    static constexpr const char* kPrefix = "/" #ns ".Filesystem/"; \
+    using PathContext = ns::PathContext;                           \
+    static constexpr PathContext kPlugin = ns::PLUGIN;             \
+    static constexpr PathContext kPod = ns::POD;                   \
+    using PathExistsRequest = ns::PathExistsRequest;               \
+    using PathExistsResponse = ns::PathExistsResponse;             \
+    using MkdirRequest = ns::MkdirRequest;                         \
+    using MkdirResponse = ns::MkdirResponse;                       \
+    using RmdirRequest = ns::RmdirRequest;                         \
+    using RmdirResponse = ns::RmdirResponse;                       \
+    using LinkPathRequest = ns::LinkPathRequest;                   \
+    using LinkPathResponse = ns::LinkPathResponse;                 \
+    using IsMountPointRequest = ns::IsMountPointRequest;           \
+    using IsMountPointResponse = ns::IsMountPointResponse;         \
+  };
+CSI_PROXY_LEGACY_API(V1alpha1, v1alpha1)
+CSI_PROXY_LEGACY_API(V1beta1, v1beta1)
+#undef CSI_PROXY_LEGACY_API
 
 template <typename Api>
 class Client {
@@ -119,6 +164,63 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
+// A client of v1alpha1 or v1beta1. Every answer's `error` string must be empty: failures travel as the status.
+template <typename Api>
+class LegacyClient {
+ public:
+  using PathContext = typename Api::PathContext;
+  explicit LegacyClient(std::shared_ptr<grpc::Channel> channel) : channel_(std::move(channel)) {}
+
+  std::pair<grpc::Status, bool> PathExists(const std::string& path, PathContext context) {
+    typename Api::PathExistsRequest req;
+    req.set_path(path);
+    req.set_context(context);
+    typename Api::PathExistsResponse resp;
+    auto s = Call(channel_, std::string(Api::kPrefix) + "PathExists", req, &resp);
+    EXPECT_EQ(resp.error(), "");
+    return {s, resp.exists()};
+  }
+  grpc::Status Mkdir(const std::string& path, PathContext context) {
+    typename Api::MkdirRequest req;
+    req.set_path(path);
+    req.set_context(context);
+    typename Api::MkdirResponse resp;
+    auto s = Call(channel_, std::string(Api::kPrefix) + "Mkdir", req, &resp);
+    EXPECT_EQ(resp.error(), "");
+    return s;
+  }
+  grpc::Status Rmdir(const std::string& path, PathContext context, bool force) {
+    typename Api::RmdirRequest req;
+    req.set_path(path);
+    req.set_context(context);
+    req.set_force(force);
+    typename Api::RmdirResponse resp;
+    auto s = Call(channel_, std::string(Api::kPrefix) + "Rmdir", req, &resp);
+    EXPECT_EQ(resp.error(), "");
+    return s;
+  }
+  grpc::Status LinkPath(const std::string& source, const std::string& target) {
+    typename Api::LinkPathRequest req;
+    req.set_source_path(source);
+    req.set_target_path(target);
+    typename Api::LinkPathResponse resp;
+    auto s = Call(channel_, std::string(Api::kPrefix) + "LinkPath", req, &resp);
+    EXPECT_EQ(resp.error(), "");
+    return s;
+  }
+  std::pair<grpc::Status, bool> IsMountPoint(const std::string& path) {
+    typename Api::IsMountPointRequest req;
+    req.set_path(path);
+    typename Api::IsMountPointResponse resp;
+    auto s = Call(channel_, std::string(Api::kPrefix) + "IsMountPoint", req, &resp);
+    EXPECT_EQ(resp.error(), "");
+    return {s, resp.is_mount_point()};
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
 // sandbox/kubelet (the kubelet path) and sandbox/work (a working dir) are the allowed roots;
 // sandbox/kubelet-evil (a string-prefix sibling) and sandbox/outside are not.
 class FilesystemEndToEnd : public ::testing::Test {
@@ -133,7 +235,7 @@ class FilesystemEndToEnd : public ::testing::Test {
     WriteFile(evil_ + "/victim.txt", "victim");
     WriteFile(outside_ + "/secret.txt", "top secret");
     WriteFile(outside_ + "/dir/inner.txt", "inner");
-    ASSERT_TRUE(host_.Start({kV1, kV2alpha1})) << host_.error();
+    ASSERT_TRUE(host_.Start({kV1, kV2alpha1, kV1alpha1, kV1beta1, kV1beta2})) << host_.error();
   }
 
   // Everything outside the allowed roots that a request could try to reach.
@@ -153,6 +255,9 @@ class FilesystemEndToEnd : public ::testing::Test {
   HostProcess host_;
   Client<V1> v1_{Dial(host_.endpoint(kV1))};
   Client<V2alpha1> v2_{Dial(host_.endpoint(kV2alpha1))};
+  Client<V1beta2> v1beta2_{Dial(host_.endpoint(kV1beta2))};
+  LegacyClient<V1alpha1> v1alpha1_{Dial(host_.endpoint(kV1alpha1))};
+  LegacyClient<V1beta1> v1beta1_{Dial(host_.endpoint(kV1beta1))};
 };
 
 // upstream's filesystem integration sequence, once per served version.
@@ -188,6 +293,183 @@ void RunUpstreamSequence(Client<Api>& client, const std::string& kubelet, int n)
 
 TEST_F(FilesystemEndToEnd, UpstreamSequenceOnV1) { RunUpstreamSequence(v1_, kubelet_, 1); }
 TEST_F(FilesystemEndToEnd, UpstreamSequenceOnV2alpha1) { RunUpstreamSequence(v2_, kubelet_, 2); }
+
+// ---- the older versions: the same service behind older names and messages ----
+
+// upstream's sequence on v1alpha1 and v1beta1: CreateSymlink is LinkPath, IsSymlink is IsMountPoint, and the
+// plugin and pod contexts are accepted but change nothing.
+template <typename Api>
+void RunLegacyUpstreamSequence(LegacyClient<Api>& client, const std::string& kubelet, int n) {
+  SCOPED_TRACE(Api::kEndpoint);
+  const std::string stage = kubelet + "/testdir/testplugin-" + std::to_string(n) + ".csi.io/volume" + std::to_string(n);
+  const std::string pod = kubelet + "/testdir/test-pod-id/volumes/kubernetes.io~csi/pvc-test" + std::to_string(n);
+
+  ASSERT_TRUE(client.Mkdir(stage, Api::kPlugin).ok());
+  EXPECT_TRUE(client.PathExists(stage, Api::kPlugin).second);
+  ASSERT_TRUE(client.Mkdir(pod, Api::kPod).ok());
+  EXPECT_TRUE(client.PathExists(pod, Api::kPod).second);
+  WriteFile(stage + "/data.txt", "staged data");
+
+  auto link = client.LinkPath(stage, pod + "/rootvol");
+  ASSERT_TRUE(link.ok()) << link.error_message();
+  EXPECT_TRUE(IsLinkNoFollow(pod + "/rootvol"));
+  EXPECT_TRUE(client.PathExists(pod + "/rootvol", Api::kPod).second);
+  auto is_link = client.IsMountPoint(pod + "/rootvol");
+  ASSERT_TRUE(is_link.first.ok()) << is_link.first.error_message();
+  EXPECT_TRUE(is_link.second);
+  auto plain = client.IsMountPoint(stage);
+  ASSERT_TRUE(plain.first.ok()) << plain.first.error_message();
+  EXPECT_FALSE(plain.second);
+  EXPECT_EQ(client.IsMountPoint(pod + "/missing").first.error_code(), Code::NOT_FOUND);
+
+  ASSERT_TRUE(client.Rmdir(pod, Api::kPod, true).ok());
+  auto gone = client.PathExists(pod, Api::kPod);
+  ASSERT_TRUE(gone.first.ok());
+  EXPECT_FALSE(gone.second);
+  EXPECT_EQ(ReadFile(stage + "/data.txt"), "staged data");  // the stage dir survives
+
+  ASSERT_TRUE(client.Rmdir(stage, Api::kPlugin, true).ok());
+  EXPECT_FALSE(client.PathExists(stage, Api::kPlugin).second);
+  EXPECT_FALSE(Lexists(stage));
+}
+
+TEST_F(FilesystemEndToEnd, UpstreamSequenceOnV1alpha1) { RunLegacyUpstreamSequence(v1alpha1_, kubelet_, 3); }
+TEST_F(FilesystemEndToEnd, UpstreamSequenceOnV1beta1) { RunLegacyUpstreamSequence(v1beta1_, kubelet_, 4); }
+
+TEST_F(FilesystemEndToEnd, EveryMethodIsServedOnV1beta2) {
+  ASSERT_TRUE(v1beta2_.Mkdir(kubelet_ + "/stage").ok());
+  EXPECT_TRUE(IsDirNoFollow(kubelet_ + "/stage"));
+  EXPECT_TRUE(v1beta2_.PathExists(kubelet_ + "/stage").second);
+  ASSERT_TRUE(v1beta2_.CreateSymlink(kubelet_ + "/stage", kubelet_ + "/link").ok());
+  auto is_link = v1beta2_.IsSymlink(kubelet_ + "/link");
+  ASSERT_TRUE(is_link.first.ok()) << is_link.first.error_message();
+  EXPECT_TRUE(is_link.second);
+  ASSERT_TRUE(v1beta2_.Rmdir(kubelet_ + "/link", false).ok());
+  EXPECT_FALSE(Lexists(kubelet_ + "/link"));
+  EXPECT_TRUE(IsDirNoFollow(kubelet_ + "/stage"));  // the link went, never its target
+}
+
+// Each version serves its own method names only; what it lacks is UNIMPLEMENTED.
+TEST_F(FilesystemEndToEnd, EachVersionServesItsOwnMethodNames) {
+  auto unimplemented = [&](const char* endpoint, const std::string& method) {
+    std::string out;
+    auto s = CallRaw(Dial(host_.endpoint(endpoint)), method, "", &out);
+    EXPECT_EQ(s.error_code(), Code::UNIMPLEMENTED) << endpoint << " " << method << ": " << s.error_message();
+  };
+  for (const char* method : {"CreateSymlink", "IsSymlink", "RmdirContents"}) {
+    unimplemented(kV1alpha1, std::string("/v1alpha1.Filesystem/") + method);
+    unimplemented(kV1beta1, std::string("/v1beta1.Filesystem/") + method);
+  }
+  for (const char* method : {"LinkPath", "IsMountPoint"}) {
+    unimplemented(kV1, std::string("/v1.Filesystem/") + method);
+    unimplemented(kV1beta2, std::string("/v1beta2.Filesystem/") + method);
+    unimplemented(kV2alpha1, std::string("/v2alpha1.Filesystem/") + method);
+  }
+  unimplemented(kV1beta2, "/v1beta2.Filesystem/RmdirContents");
+  // Another version's package on an endpoint is not served there either.
+  unimplemented(kV1alpha1, "/v1.Filesystem/PathExists");
+}
+
+// Requests and answers encoded by hand, so that a wrong field number in this repository's own protos would show:
+// v1alpha1 and v1beta1 put `context` at 2 and `force` at 3 and their answers' bools at 2 (after `error`); v1beta2
+// has v1's numbers.
+std::string Field(char tag, const std::string& value) {
+  EXPECT_LT(value.size(), 128u);  // a one-byte length
+  return std::string(1, tag) + static_cast<char>(value.size()) + value;
+}
+
+TEST_F(FilesystemEndToEnd, OldVersionsUseUpstreamsFieldNumbersOnTheWire) {
+  const std::string kPodContext("\x10\x01", 2);  // context = POD
+  for (const char* version : {"v1alpha1", "v1beta1"}) {
+    SCOPED_TRACE(version);
+    auto channel = Dial(host_.endpoint(std::string("csi-proxy-filesystem-") + version));
+    const std::string prefix = std::string("/") + version + ".Filesystem/";
+    const std::string dir = kubelet_ + "/wire-" + version;
+    std::string out;
+    ASSERT_TRUE(CallRaw(channel, prefix + "Mkdir", Field(0x0a, dir + "/stage") + kPodContext, &out).ok());
+    EXPECT_TRUE(IsDirNoFollow(dir + "/stage"));
+    ASSERT_TRUE(CallRaw(channel, prefix + "PathExists", Field(0x0a, dir + "/stage") + kPodContext, &out).ok());
+    EXPECT_EQ(out, std::string("\x10\x01", 2));  // exists = true at 2, error empty
+    ASSERT_TRUE(
+        CallRaw(channel, prefix + "LinkPath", Field(0x0a, dir + "/stage") + Field(0x12, dir + "/link"), &out).ok());
+    EXPECT_TRUE(IsLinkNoFollow(dir + "/link"));
+    ASSERT_TRUE(CallRaw(channel, prefix + "IsMountPoint", Field(0x0a, dir + "/link"), &out).ok());
+    EXPECT_EQ(out, std::string("\x10\x01", 2));  // is_mount_point = true at 2
+    // force = true at 3: a non-empty directory goes.
+    ASSERT_TRUE(
+        CallRaw(channel, prefix + "Rmdir", Field(0x0a, dir) + kPodContext + std::string("\x18\x01", 2), &out).ok());
+    EXPECT_FALSE(Lexists(dir));
+  }
+
+  auto channel = Dial(host_.endpoint(kV1beta2));
+  const std::string dir = kubelet_ + "/wire-v1beta2";
+  std::string out;
+  ASSERT_TRUE(CallRaw(channel, "/v1beta2.Filesystem/Mkdir", Field(0x0a, dir + "/stage"), &out).ok());
+  ASSERT_TRUE(CallRaw(channel, "/v1beta2.Filesystem/PathExists", Field(0x0a, dir + "/stage"), &out).ok());
+  EXPECT_EQ(out, std::string("\x08\x01", 2));  // exists = true at 1
+  ASSERT_TRUE(CallRaw(channel, "/v1beta2.Filesystem/CreateSymlink",
+                      Field(0x0a, dir + "/stage") + Field(0x12, dir + "/link"), &out)
+                  .ok());
+  ASSERT_TRUE(CallRaw(channel, "/v1beta2.Filesystem/IsSymlink", Field(0x0a, dir + "/link"), &out).ok());
+  EXPECT_EQ(out, std::string("\x08\x01", 2));  // is_symlink = true at 1
+  ASSERT_TRUE(CallRaw(channel, "/v1beta2.Filesystem/Rmdir", Field(0x0a, dir) + std::string("\x10\x01", 2), &out).ok());
+  EXPECT_FALSE(Lexists(dir));  // force = true at 2
+}
+
+// The older versions get the same path rules: a symlink inside the kubelet path that leads outside lets nothing
+// through, whatever the method or the context.
+template <typename Api>
+std::vector<grpc::Status> LegacyCallsThrough(LegacyClient<Api>& client, const std::string& link,
+                                             const std::string& kubelet) {
+  return {
+      client.PathExists(link + "/secret.txt", Api::kPod).first,
+      client.Mkdir(link + "/created/below", Api::kPlugin),
+      client.Rmdir(link + "/secret.txt", Api::kPod, false),
+      client.Rmdir(link + "/dir", Api::kPlugin, true),
+      client.LinkPath(kubelet, link + "/planted"),
+      client.LinkPath(link + "/secret.txt", kubelet + "/via-link"),
+      client.IsMountPoint(link + "/dir").first,
+  };
+}
+
+TEST_F(FilesystemEndToEnd, LinkLeadingOutsideLetsNothingThroughOnV1alpha1) {
+  fs::create_symlink(outside_, kubelet_ + "/abs-out");
+  auto before = OutsideState();
+  for (const auto& s : LegacyCallsThrough(v1alpha1_, kubelet_ + "/abs-out", kubelet_)) {
+    EXPECT_EQ(s.error_code(), Code::PERMISSION_DENIED) << s.error_message();
+  }
+  EXPECT_EQ(OutsideState(), before);
+  EXPECT_FALSE(Lexists(kubelet_ + "/via-link"));
+}
+
+TEST_F(FilesystemEndToEnd, RelativeLinkClimbingOutLetsNothingThroughOnV1beta1) {
+  fs::create_symlink("../outside", kubelet_ + "/rel-out");
+  auto before = OutsideState();
+  for (const auto& s : LegacyCallsThrough(v1beta1_, kubelet_ + "/rel-out", kubelet_)) {
+    EXPECT_EQ(s.error_code(), Code::PERMISSION_DENIED) << s.error_message();
+  }
+  EXPECT_EQ(OutsideState(), before);
+  EXPECT_FALSE(Lexists(kubelet_ + "/via-link"));
+}
+
+TEST_F(FilesystemEndToEnd, StringPrefixSiblingIsRefusedOnV1beta2) {
+  auto before = OutsideState();
+  const std::string victim = evil_ + "/victim.txt";
+  std::vector<grpc::Status> results = {
+      v1beta2_.PathExists(victim).first,
+      v1beta2_.Mkdir(evil_ + "/new"),
+      v1beta2_.Rmdir(evil_, true),
+      v1beta2_.CreateSymlink(victim, kubelet_ + "/link"),
+      v1beta2_.CreateSymlink(kubelet_, evil_ + "/link"),
+      v1beta2_.IsSymlink(victim).first,
+  };
+  for (const auto& s : results) {
+    EXPECT_EQ(s.error_code(), Code::PERMISSION_DENIED) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(Roots()));
+  }
+  EXPECT_EQ(OutsideState(), before);
+  EXPECT_FALSE(Lexists(kubelet_ + "/link"));
+}
 
 TEST_F(FilesystemEndToEnd, RmdirContentsIsServedOnV2alpha1Only) {
   fs::create_directories(kubelet_ + "/d");
