@@ -19,8 +19,10 @@ TEST(Quickstart, TheExampleClientListsTheEndpointsAndCallsPathExists) {
       {BuildDir() + "/bin/csi-proxy-example-client", host.endpoint_dir(), host.kubelet_dir() + "/pods"});
   ASSERT_TRUE(run.ok()) << run.status().message();
   EXPECT_EQ(run->exit_code, 0) << run->output;
-  EXPECT_NE(run->output.find("  csi-proxy-filesystem-v1\n  csi-proxy-filesystem-v2alpha1\n"), std::string::npos)
-      << run->output;
+  for (const char* version : {"v1alpha1", "v1beta1", "v1beta2", "v1", "v2alpha1"}) {
+    EXPECT_NE(run->output.find("  csi-proxy-filesystem-" + std::string(version) + "\n"), std::string::npos)
+        << run->output;
+  }
   EXPECT_NE(run->output.find("PathExists(" + host.kubelet_dir() + "/pods) = true"), std::string::npos) << run->output;
 
   // A path outside the allowed roots is refused, and the client says so.
