@@ -472,7 +472,7 @@ Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const com
   const bool same = volume.ok() ? common::IsMountOf(where->entry, *volume) : where->entry.source == volume_id;
   if (!same) {
     return FailedPrecondition("target_path " + QuotePath(target.path) + " has " + where->entry.source + " (" +
-                              where->entry.fs_type + ") mounted on it, not " + volume_id);
+                              where->entry.fs_type + ") mounted on it, not " + QuotePath(volume_id));
   }
   {
     UniqueFd contents(openat(dir->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
