@@ -516,6 +516,18 @@ StatusOr<Signatures> ProbeSignatures(const std::string& device_path) {
   return sig;
 }
 
+std::string DescribeSignatures(const Signatures& sig) {
+  if (sig.ambivalent) return "several conflicting signatures";
+  if (!sig.fs_type.empty()) {
+    std::string text =
+        sig.usage == "filesystem" ? "a filesystem of type " + sig.fs_type : "a signature of type " + sig.fs_type;
+    if (!sig.uuid.empty()) text += " (UUID " + sig.uuid + ")";
+    return text;
+  }
+  if (!sig.pt_type.empty()) return "a partition table of type " + sig.pt_type;
+  return "nothing";
+}
+
 StatusOr<std::vector<PartitionEntry>> ReadPartitionEntries(const std::string& disk_path) {
   auto pr = NewProbe(disk_path);
   if (!pr.ok()) return pr.status();

@@ -190,6 +190,10 @@ class BlockDevices {
 // libblkid low-level probe of a device (filesystems, RAID/LVM members, swap, partition tables).
 StatusOr<Signatures> ProbeSignatures(const std::string& device_path);
 
+// What a probe found, for messages: "a filesystem of type ext4 (UUID ...)", "a signature of type LVM2_member",
+// "several conflicting signatures", "a partition table of type gpt" or "nothing".
+std::string DescribeSignatures(const Signatures& sig);
+
 // The partition table entries of a disk as libblkid reads them from the disk (not the kernel's view).
 StatusOr<std::vector<PartitionEntry>> ReadPartitionEntries(const std::string& disk_path);
 

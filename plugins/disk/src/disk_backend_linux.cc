@@ -25,13 +25,6 @@ bool HasDataPartition(const std::vector<common::PartitionEntry>& entries) {
   });
 }
 
-std::string DescribeSignature(const common::Signatures& sig) {
-  std::string text =
-      sig.usage == "filesystem" ? "a filesystem of type " + sig.fs_type : "a signature of type " + sig.fs_type;
-  if (!sig.uuid.empty()) text += " (UUID " + sig.uuid + ")";
-  return text;
-}
-
 std::string DiskText(uint32_t number, const BlockDevice& disk) {
   return "disk " + std::to_string(number) + " (" + disk.path + ")";
 }
@@ -149,7 +142,7 @@ Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
     return FailedPrecondition(what + " holds several conflicting signatures; refusing to partition it");
   }
   if (!sig->fs_type.empty()) {
-    return FailedPrecondition(what + " holds " + DescribeSignature(*sig) +
+    return FailedPrecondition(what + " holds " + common::DescribeSignatures(*sig) +
                               " on the whole disk; refusing to partition it");
   }
 

@@ -42,18 +42,6 @@ bool IsFilesystem(const common::Signatures& sig) {
   return !sig.ambivalent && !sig.fs_type.empty() && sig.usage == "filesystem";
 }
 
-std::string DescribeSignature(const common::Signatures& sig) {
-  if (sig.ambivalent) return "several conflicting signatures";
-  if (!sig.fs_type.empty()) {
-    std::string text =
-        sig.usage == "filesystem" ? "a filesystem of type " + sig.fs_type : "a signature of type " + sig.fs_type;
-    if (!sig.uuid.empty()) text += " (UUID " + sig.uuid + ")";
-    return text;
-  }
-  if (!sig.pt_type.empty()) return "a partition table of type " + sig.pt_type;
-  return "nothing";
-}
-
 // Mounts of a device, whole-filesystem mounts (root "/") first.
 std::vector<common::MountEntry> MountsOf(const std::vector<common::MountEntry>& mounts, const BlockDevice& device) {
   auto found = common::MountsOfDevice(mounts, device);
@@ -203,7 +191,8 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
   if (!sig.ok()) return sig.status();
   if (IsFilesystem(*sig) && sig->fs_type == fs_type) return Status::Ok();  // a retry after success
   if (!sig->Empty()) {
-    return FailedPrecondition(what + " already holds " + DescribeSignature(*sig) + "; refusing to overwrite it");
+    return FailedPrecondition(what + " already holds " + common::DescribeSignatures(*sig) +
+                              "; refusing to overwrite it");
   }
   std::vector<std::string> argv;
   if (IsExt(fs_type)) {
@@ -228,7 +217,7 @@ Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t si
   auto sig = common::ProbeSignatures(volume->path);
   if (!sig.ok()) return sig.status();
   if (sig->ambivalent || (!sig->fs_type.empty() && !IsFilesystem(*sig))) {
-    return FailedPrecondition(what + " holds " + DescribeSignature(*sig) + "; refusing to resize it");
+    return FailedPrecondition(what + " holds " + common::DescribeSignatures(*sig) + "; refusing to resize it");
   }
   const std::string fs_type = sig->fs_type;
   if (!fs_type.empty()) {
@@ -395,7 +384,8 @@ StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volu
   auto sig = common::ProbeSignatures(volume->path);
   if (!sig.ok()) return sig.status();
   if (!IsFilesystem(*sig)) {
-    return FailedPrecondition("volume " + volume->path + " holds no filesystem (" + DescribeSignature(*sig) + ")");
+    return FailedPrecondition("volume " + volume->path + " holds no filesystem (" + common::DescribeSignatures(*sig) +
+                              ")");
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto mounts = common::ReadMountTable();
@@ -440,8 +430,8 @@ Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const commo
   auto sig = common::ProbeSignatures(volume->path);
   if (!sig.ok()) return sig.status();
   if (!IsFilesystem(*sig)) {
-    return FailedPrecondition("volume " + volume->path + " is not formatted (it holds " + DescribeSignature(*sig) +
-                              ")");
+    return FailedPrecondition("volume " + volume->path + " is not formatted (it holds " +
+                              common::DescribeSignatures(*sig) + ")");
   }
   auto dir = OpenTarget(target);
   if (!dir.ok()) return dir.status();
