@@ -365,11 +365,18 @@ StatusOr<BlockDevice> BlockDevices::WaitForPartition(const BlockDevice& disk, ui
   }
 }
 
-std::optional<ScsiAddress> BlockDevices::ScsiAddressOf(const BlockDevice& disk) const {
-  const std::string device = roots_.sys + "/block/" + disk.name + "/device";
+std::optional<std::string> BlockDevices::ScsiDeviceDir(const BlockDevice& disk) const {
+  std::string device = roots_.sys + "/block/" + disk.name + "/device";
   std::error_code ec;
   if (fs::read_symlink(device + "/subsystem", ec).filename() != "scsi" || ec) return std::nullopt;
-  fs::path real = fs::canonical(device, ec);
+  return device;
+}
+
+std::optional<ScsiAddress> BlockDevices::ScsiAddressOf(const BlockDevice& disk) const {
+  auto device = ScsiDeviceDir(disk);
+  if (!device) return std::nullopt;
+  std::error_code ec;
+  fs::path real = fs::canonical(*device, ec);
   if (ec) return std::nullopt;
   return ParseScsiAddress(real.filename().string());
 }
@@ -390,11 +397,10 @@ DiskIdentifiers BlockDevices::IdentifiersOf(const BlockDevice& disk) const {
 }
 
 std::optional<std::string> BlockDevices::ScsiStatePath(const BlockDevice& disk) const {
-  const std::string device = roots_.sys + "/block/" + disk.name + "/device";
+  auto device = ScsiDeviceDir(disk);
   std::error_code ec;
-  if (fs::read_symlink(device + "/subsystem", ec).filename() != "scsi" || ec) return std::nullopt;
-  if (!fs::exists(device + "/state", ec)) return std::nullopt;
-  return device + "/state";
+  if (!device || !fs::exists(*device + "/state", ec)) return std::nullopt;
+  return *device + "/state";
 }
 
 std::vector<std::string> BlockDevices::HoldersOf(const BlockDevice& device) const {

@@ -181,6 +181,8 @@ class BlockDevices {
  private:
   StatusOr<BlockDevice> Describe(const std::string& name) const;
   bool DevIsDevtmpfs() const;
+  // /sys/block/<disk>/device when it is a SCSI device; nullopt otherwise.
+  std::optional<std::string> ScsiDeviceDir(const BlockDevice& disk) const;
 
   BlockDeviceRoots roots_;
 };
