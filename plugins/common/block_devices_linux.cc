@@ -169,6 +169,11 @@ StatusOr<uint32_t> ParseDiskNumber(std::string_view text) {
   return static_cast<uint32_t>(value);
 }
 
+std::optional<uint32_t> DiskNumberOf(const BlockDevice& device) {
+  if (device.diskseq == 0 || device.diskseq > UINT32_MAX) return std::nullopt;
+  return static_cast<uint32_t>(device.diskseq);
+}
+
 // ---- BlockDevices --------------------------------------------------------------------------------------------
 
 BlockDevices::BlockDevices(BlockDeviceRoots roots) : roots_(std::move(roots)) {}

@@ -104,6 +104,10 @@ std::string ParseVpdSerial(std::string_view vpd_page);
 // else: empty, signs, spaces, other digits, values beyond uint32.
 StatusOr<uint32_t> ParseDiskNumber(std::string_view text);
 
+// The disk number of a device's disk, as the API carries it (uint32): the diskseq. nullopt when the kernel gave
+// none, or one beyond uint32 (after four billion device attachments in one boot), which cannot be named.
+std::optional<uint32_t> DiskNumberOf(const BlockDevice& device);
+
 // ---- The kernel's block devices --------------------------------------------------------------------------
 
 class BlockDevices {

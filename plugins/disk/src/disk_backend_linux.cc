@@ -29,10 +29,6 @@ std::string DiskText(uint32_t number, const BlockDevice& disk) {
   return "disk " + std::to_string(number) + " (" + disk.path + ")";
 }
 
-// Disk numbers are diskseq values; the API carries uint32. A diskseq beyond that (after four billion device
-// attachments in one boot) cannot be named and is left out of lists.
-bool FitsDiskNumber(uint64_t diskseq) { return diskseq > 0 && diskseq <= UINT32_MAX; }
-
 Status WriteAttribute(const std::string& path, const std::string& value) {
   int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);  // O_TRUNC: ignored by sysfs
   if (fd < 0) return Internal(common::ErrnoMessage("open " + path, errno));
@@ -67,12 +63,12 @@ StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations()
   if (!disks.ok()) return disks.status();
   std::map<uint32_t, DiskLocation> locations;
   for (const auto& disk : *disks) {
-    if (!FitsDiskNumber(disk.diskseq)) continue;
+    auto number = common::DiskNumberOf(disk);  // a disk that cannot be named is left out
+    if (!number) continue;
     auto address = devices_.ScsiAddressOf(disk);
     if (!address) continue;
-    locations[static_cast<uint32_t>(disk.diskseq)] =
-        DiskLocation{std::to_string(address->host), std::to_string(address->channel), std::to_string(address->target),
-                     std::to_string(address->lun)};
+    locations[*number] = DiskLocation{std::to_string(address->host), std::to_string(address->channel),
+                                      std::to_string(address->target), std::to_string(address->lun)};
   }
   return locations;
 }
@@ -82,9 +78,10 @@ StatusOr<std::map<uint32_t, DiskIds>> LinuxDiskBackend::ListDiskIds() {
   if (!disks.ok()) return disks.status();
   std::map<uint32_t, DiskIds> ids;
   for (const auto& disk : *disks) {
-    if (!FitsDiskNumber(disk.diskseq)) continue;
+    auto number = common::DiskNumberOf(disk);
+    if (!number) continue;
     auto found = devices_.IdentifiersOf(disk);
-    ids[static_cast<uint32_t>(disk.diskseq)] = DiskIds{found.page83, found.serial_number};
+    ids[*number] = DiskIds{found.page83, found.serial_number};
   }
   return ids;
 }
@@ -93,9 +90,8 @@ StatusOr<uint32_t> LinuxDiskBackend::FindDiskByPage83(const std::string& page83)
   auto disks = devices_.ListDisks();
   if (!disks.ok()) return disks.status();
   for (const auto& disk : *disks) {
-    if (FitsDiskNumber(disk.diskseq) && devices_.IdentifiersOf(disk).page83 == page83) {
-      return static_cast<uint32_t>(disk.diskseq);
-    }
+    auto number = common::DiskNumberOf(disk);
+    if (number && devices_.IdentifiersOf(disk).page83 == page83) return *number;
   }
   return NotFound("no disk has the page 0x83 identifier " + common::QuotePath(page83));
 }

@@ -417,11 +417,12 @@ StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volu
 StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const std::string& volume_id) {
   auto volume = Volume(volume_id);
   if (!volume.ok()) return volume.status();
-  if (volume->diskseq == 0 || volume->diskseq > UINT32_MAX) {
+  auto number = common::DiskNumberOf(*volume);
+  if (!number) {
     return FailedPrecondition("the disk of " + volume->path + " has no disk number (diskseq " +
                               std::to_string(volume->diskseq) + ")");
   }
-  return static_cast<uint32_t>(volume->diskseq);
+  return *number;
 }
 
 Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
