@@ -102,3 +102,14 @@ class [[nodiscard]] StatusOr {
     ::csi_proxy::Status csi_proxy_status_ = (expr);        \
     if (!csi_proxy_status_.ok()) return csi_proxy_status_; \
   } while (0)
+
+// Declares or assigns `lhs` from a StatusOr-returning expression, or returns its status from the enclosing
+// function when it failed:  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, FindDisk(number));
+#define CSI_PROXY_ASSIGN_OR_RETURN(lhs, expr) \
+  CSI_PROXY_ASSIGN_OR_RETURN_IMPL_(CSI_PROXY_CONCAT_(csi_proxy_statusor_, __LINE__), lhs, expr)
+#define CSI_PROXY_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                      \
+  if (!tmp.ok()) return tmp.status();                     \
+  lhs = std::move(tmp).value()
+#define CSI_PROXY_CONCAT_(a, b) CSI_PROXY_CONCAT_INNER_(a, b)
+#define CSI_PROXY_CONCAT_INNER_(a, b) a##b
