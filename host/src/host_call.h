@@ -1,4 +1,5 @@
-// The host's side of the opaque handles in plugin_abi.h, and the function table each plugin receives.
+// The host's side of the per-plugin handle in plugin_abi.h, and the function table each plugin receives.
+// The per-call handle is in call_handle.h.
 #pragma once
 
 #include <cstdint>
@@ -7,25 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "call_handle.h"
 #include "csi_proxy/plugin_abi.h"
 #include "endpoint_registry.h"
-
-namespace csi_proxy::host {
-struct PeerCredentials {
-  int64_t pid = -1;
-  int64_t uid = -1;
-  int64_t gid = -1;
-};
-}  // namespace csi_proxy::host
-
-// One call in flight. Implemented by the serving layer; plugins only hold the pointer.
-struct csi_proxy_host_call {
-  virtual ~csi_proxy_host_call() = default;
-  virtual void Complete(csi_proxy_status_code code, std::string_view message, std::string_view response) = 0;
-  virtual int64_t DeadlineUnixNs() const = 0;
-  virtual bool IsCancelled() const = 0;
-  virtual csi_proxy::host::PeerCredentials Peer() const = 0;
-};
 
 // One loaded plugin as the host tracks it while the plugin initialises and serves.
 struct csi_proxy_host_context {

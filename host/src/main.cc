@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config.h"
-#include "endpoint_registry.h"
+#include "group_set.h"
 #include "plugin_loader.h"
 #include "server.h"
 
@@ -53,53 +53,15 @@ void SetUpLogging(const std::string& level) {
   spdlog::flush_on(spdlog::level::trace);
 }
 
-struct LoadedGroups {
-  csi_proxy::host::EndpointRegistry registry;
-  std::vector<std::unique_ptr<csi_proxy::host::LoadedPlugin>> plugins;
-  std::vector<std::string> refusals;
-  bool required_failed = false;
-
-  ~LoadedGroups() { UnloadAll(); }
-
-  // Shuts the libraries down in reverse load order, then unloads them.
-  void UnloadAll() {
-    while (!plugins.empty()) plugins.pop_back();
-  }
-};
-
-void LoadGroups(const HostConfig& config, LoadedGroups& out) {
-  for (const auto& group : config.groups) {
-    if (!group.enabled) {
-      spdlog::info("group '{}' is disabled in the configuration", group.name);
-      continue;
-    }
-    auto plugin = csi_proxy::host::LoadPlugin(group, config, out.registry);
-    if (!plugin.ok()) {
-      spdlog::error("{}{}", plugin.status().message(),
-                    group.required ? " (required: refusing to start)" : " (skipped)");
-      out.refusals.push_back(plugin.status().message());
-      out.required_failed = out.required_failed || group.required;
-      continue;
-    }
-    const auto& p = **plugin;
-    spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {})", p.config_name(), p.library(),
-                 p.plugin_version(), p.abi_version());
-    for (const auto& v : p.skipped_versions()) {
-      spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
-    }
-    out.plugins.push_back(std::move(*plugin));
-  }
-}
-
-int CheckConfig(const HostConfig& config, LoadedGroups& groups) {
+int CheckConfig(const HostConfig& config, const csi_proxy::host::GroupSet& groups) {
   std::printf("%-12s %-10s %-34s %s\n", "GROUP", "VERSION", "ENDPOINT", "LIBRARY");
-  for (const auto& [name, e] : groups.registry.endpoints()) {
+  for (const auto& [name, e] : groups.registry().endpoints()) {
     std::printf("%-12s %-10s %-34s %s\n", e.group.c_str(), e.version.c_str(),
                 (config.endpoint_dir + "/" + name).c_str(), e.library.c_str());
   }
-  for (const auto& r : groups.refusals) std::printf("refused: %s\n", r.c_str());
-  if (groups.registry.endpoints().empty() && groups.refusals.empty()) std::printf("no group is enabled\n");
-  return groups.refusals.empty() && !groups.registry.endpoints().empty() ? 0 : 1;
+  for (const auto& r : groups.refusals()) std::printf("refused: %s\n", r.c_str());
+  if (groups.registry().endpoints().empty() && groups.refusals().empty()) std::printf("no group is enabled\n");
+  return groups.refusals().empty() && !groups.registry().endpoints().empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -153,11 +115,11 @@ int main(int argc, char** argv) {
   SetUpLogging(opts.log_level.empty() ? config->log_level : opts.log_level);
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
 
-  LoadedGroups groups;
-  LoadGroups(*config, groups);
+  csi_proxy::host::GroupSet groups;
+  groups.Load(*config);
   if (opts.check_config) return CheckConfig(*config, groups);
-  if (groups.required_failed) return 1;
-  if (groups.registry.endpoints().empty()) {
+  if (groups.required_failed()) return 1;
+  if (groups.registry().endpoints().empty()) {
     spdlog::error("nothing to serve: no enabled group could be loaded");
     return 1;
   }
@@ -166,7 +128,7 @@ int main(int argc, char** argv) {
     spdlog::error("cannot create endpoint_dir {}: {}", config->endpoint_dir, std::strerror(errno));
     return 1;
   }
-  csi_proxy::host::Server server(*config, groups.registry);
+  csi_proxy::host::Server server(*config, groups.registry());
   if (auto s = server.Start(); !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;

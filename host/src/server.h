@@ -1,26 +1,21 @@
-// Serves every registered endpoint: one Unix socket and one gRPC server per endpoint, a byte-level router in
-// front of the plugins' handlers, and a worker pool that runs them.
+// Serves every registered endpoint: one Unix socket and one gRPC server with a router per endpoint, the accept
+// loop in front of them, and the worker pool that runs the plugins' handlers.
 #pragma once
 
-#include <grpcpp/server.h>
-
-#include <atomic>
 #include <chrono>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "config.h"
 #include "endpoint_registry.h"
-#include "host_call.h"
+#include "listeners.h"
 #include "worker_pool.h"
 
 namespace csi_proxy::host {
 
-class RouterService;
+class EndpointServer;
+class PoolDispatcher;
 
 class Server {
  public:
@@ -38,15 +33,12 @@ class Server {
   std::vector<std::string> socket_paths() const;
 
  private:
-  struct Listener;
-  void AcceptLoop();
-
   const HostConfig& config_;
   const EndpointRegistry& registry_;
   std::unique_ptr<WorkerPool> pool_;
-  std::vector<std::unique_ptr<Listener>> listeners_;
-  std::thread accept_thread_;
-  int wake_fd_ = -1;
+  std::unique_ptr<PoolDispatcher> dispatcher_;
+  AcceptLoop accept_loop_;
+  std::vector<std::unique_ptr<EndpointServer>> endpoints_;
   bool shut_down_ = false;
 };
 

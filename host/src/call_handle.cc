@@ -1,0 +1,57 @@
+// See call_handle.h.
+#include "call_handle.h"
+
+#include <spdlog/spdlog.h>
+
+#include "csi_proxy/status.hpp"
+
+using csi_proxy::host::CallAnswerSink;
+using csi_proxy::host::CallInfo;
+
+csi_proxy_host_call::csi_proxy_host_call(CallInfo info, std::string request, CallAnswerSink* sink)
+    : info_(std::move(info)), request_(std::move(request)), started_(std::chrono::steady_clock::now()), sink_(sink) {}
+
+CallAnswerSink* csi_proxy_host_call::TakeSink() {
+  std::lock_guard lock(mu_);
+  return std::exchange(sink_, nullptr);
+}
+
+void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view message, std::string_view response) {
+  if (completed_.exchange(true, std::memory_order_acq_rel)) {
+    spdlog::error("[{}] {} was completed twice; the second completion is ignored", info_.group, info_.method);
+    return;
+  }
+  auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_);
+  CallAnswerSink* sink = TakeSink();
+  if (sink == nullptr) {
+    spdlog::info("[{}] {} finished with {} after {} us, but the call had already been answered; result dropped",
+                 info_.group, info_.method, csi_proxy::CodeName(code), elapsed.count());
+    return;
+  }
+  if (code == CSI_PROXY_STATUS_OK) {
+    spdlog::debug("[{}] {} OK in {} us", info_.group, info_.method, elapsed.count());
+  } else {
+    spdlog::info("[{}] {} failed with {} in {} us: {}", info_.group, info_.method, csi_proxy::CodeName(code),
+                 elapsed.count(), message);
+  }
+  sink->Answer(code, message, response);
+}
+
+void csi_proxy_host_call::Abandon(csi_proxy_status_code code, std::string_view message) {
+  cancelled_.store(true, std::memory_order_release);
+  if (CallAnswerSink* sink = TakeSink()) sink->Answer(code, message, {});
+}
+
+void csi_proxy_host_call::DetachSink() {
+  cancelled_.store(true, std::memory_order_release);
+  TakeSink();
+}
+
+int64_t csi_proxy_host_call::DeadlineUnixNs() const {
+  if (info_.deadline == std::chrono::system_clock::time_point::max()) return INT64_MAX;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(info_.deadline.time_since_epoch()).count();
+}
+
+bool csi_proxy_host_call::IsCancelled() const {
+  return cancelled_.load(std::memory_order_acquire) || std::chrono::system_clock::now() > info_.deadline;
+}

@@ -1,0 +1,36 @@
+// See group_set.h.
+#include "group_set.h"
+
+#include <spdlog/spdlog.h>
+
+namespace csi_proxy::host {
+
+void GroupSet::Load(const HostConfig& config) {
+  for (const auto& group : config.groups) {
+    if (!group.enabled) {
+      spdlog::info("group '{}' is disabled in the configuration", group.name);
+      continue;
+    }
+    auto plugin = LoadPlugin(group, config, registry_);
+    if (!plugin.ok()) {
+      spdlog::error("{}{}", plugin.status().message(),
+                    group.required ? " (required: refusing to start)" : " (skipped)");
+      refusals_.push_back(plugin.status().message());
+      required_failed_ = required_failed_ || group.required;
+      continue;
+    }
+    const auto& p = **plugin;
+    spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {})", p.config_name(), p.library(),
+                 p.plugin_version(), p.abi_version());
+    for (const auto& v : p.skipped_versions()) {
+      spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
+    }
+    plugins_.push_back(std::move(*plugin));
+  }
+}
+
+void GroupSet::UnloadAll() {
+  while (!plugins_.empty()) plugins_.pop_back();
+}
+
+}  // namespace csi_proxy::host

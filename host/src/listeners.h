@@ -1,0 +1,61 @@
+// The listening side of the host: one thread accepts the connections of every endpoint socket, records each
+// peer's credentials (SO_PEERCRED) and hands the connection to that endpoint's gRPC server.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "call_handle.h"
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::host {
+
+// Peer credentials of the connections of one endpoint, by the fd gRPC names them with ("fd:<n>").
+class PeerTable {
+ public:
+  void Set(int fd, PeerCredentials creds);
+  PeerCredentials Get(const std::string& grpc_peer) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<int, PeerCredentials> by_fd_;
+};
+
+class AcceptLoop {
+ public:
+  // Takes ownership of a connected socket (non-blocking, close-on-exec) and the credentials of its peer.
+  using OnConnection = std::function<void(int fd, const PeerCredentials& peer)>;
+
+  AcceptLoop() = default;
+  ~AcceptLoop() { Stop(); }
+  AcceptLoop(const AcceptLoop&) = delete;
+  AcceptLoop& operator=(const AcceptLoop&) = delete;
+
+  Status Start();
+  // Stops accepting on every socket and joins the thread. Idempotent.
+  void Stop();
+
+  // Starts or stops accepting on a listening socket; safe from any thread. Once Remove returns, `on_connection`
+  // is not running and will not be called again for that socket. The socket itself stays the caller's.
+  void Add(int listen_fd, OnConnection on_connection);
+  void Remove(int listen_fd);
+
+ private:
+  void Run();
+  void Wake();
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<int, OnConnection> listeners_;  // guarded by mu_
+  uint64_t generation_ = 0;                // guarded by mu_: bumped by every Add/Remove
+  uint64_t seen_generation_ = 0;           // guarded by mu_: the generation the loop polls with
+  bool stopping_ = false;                  // guarded by mu_
+  int wake_fd_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,114 @@
+// See router.h.
+#include "router.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "listeners.h"
+
+namespace csi_proxy::host {
+namespace {
+
+grpc::Status ToGrpc(csi_proxy_status_code code, std::string_view message) {
+  return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(message));
+}
+
+// One unary call: read the request, dispatch it, write the one answer (the handler's, or the host's when the call
+// is cancelled, past its deadline or cannot start). Deletes itself when gRPC is done with the call.
+class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnswerSink {
+ public:
+  CallReactor(grpc::GenericCallbackServerContext* ctx, const Endpoint* endpoint, CallDispatcher* dispatcher,
+              const PeerTable* peers)
+      : ctx_(ctx), endpoint_(endpoint), dispatcher_(dispatcher), peers_(peers) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return Answer(CSI_PROXY_STATUS_INVALID_ARGUMENT, "the call carried no request message", {});
+    auto it = endpoint_->methods.find(ctx_->method());
+    if (it == endpoint_->methods.end()) {
+      return Answer(CSI_PROXY_STATUS_UNIMPLEMENTED,
+                    "unknown method " + ctx_->method() + " on endpoint " + endpoint_->name, {});
+    }
+    CallInfo info{endpoint_->group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
+    auto call = std::make_shared<csi_proxy_host_call>(std::move(info), RequestBytes(), this);
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_) return call->Abandon(CancelCode(), CancelMessage());
+      call_ = call;
+    }
+    Status started = dispatcher_->Dispatch(it->second, call);
+    if (!started.ok()) call->Abandon(static_cast<csi_proxy_status_code>(started.code()), started.message());
+  }
+
+  // The client cancelled, the deadline passed, or the server is shutting down: answer now, whatever the handler
+  // is doing. A call still waiting for its request is answered by OnReadDone(false).
+  void OnCancel() override {
+    CallHandle call;
+    {
+      std::lock_guard lock(mu_);
+      cancelled_ = true;
+      call = call_;
+    }
+    if (call) call->Abandon(CancelCode(), CancelMessage());
+  }
+
+  void OnDone() override {
+    if (call_) call_->DetachSink();
+    delete this;
+  }
+
+  // CallAnswerSink: called once, by whoever answers first.
+  void Answer(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
+    if (finished_.exchange(true)) return;
+    if (code == CSI_PROXY_STATUS_OK) {
+      grpc::Slice slice(response.data(), response.size());
+      response_ = grpc::ByteBuffer(&slice, 1);
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      Finish(ToGrpc(code, message));
+    }
+  }
+
+ private:
+  std::string RequestBytes() {
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (request_.Dump(&slices).ok()) {
+      for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    request_.Clear();
+    return bytes;
+  }
+
+  bool PastDeadline() const { return std::chrono::system_clock::now() >= ctx_->deadline(); }
+  csi_proxy_status_code CancelCode() const {
+    return PastDeadline() ? static_cast<csi_proxy_status_code>(Code::kDeadlineExceeded)
+                          : static_cast<csi_proxy_status_code>(Code::kCancelled);
+  }
+  std::string CancelMessage() const {
+    return (PastDeadline() ? "the deadline passed while " : "the call was cancelled while ") + ctx_->method() +
+           " was in progress";
+  }
+
+  grpc::GenericCallbackServerContext* ctx_;
+  const Endpoint* endpoint_;
+  CallDispatcher* dispatcher_;
+  const PeerTable* peers_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  std::atomic<bool> finished_{false};
+  std::mutex mu_;
+  bool cancelled_ = false;  // guarded by mu_
+  CallHandle call_;         // guarded by mu_; set once
+};
+
+}  // namespace
+
+grpc::ServerGenericBidiReactor* Router::CreateReactor(grpc::GenericCallbackServerContext* ctx) {
+  return new CallReactor(ctx, endpoint_, dispatcher_, peers_);
+}
+
+}  // namespace csi_proxy::host
