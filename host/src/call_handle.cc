@@ -21,6 +21,15 @@ void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view 
     spdlog::error("[{}] {} was completed twice; the second completion is ignored", info_.group, info_.method);
     return;
   }
+  // The plugin's reference goes with this completion; `keep` holds the handle until this function returns.
+  std::shared_ptr<csi_proxy_host_call> keep = std::move(plugin_ref_);
+  std::function<void()> on_completed = std::move(on_completed_);
+  struct Notify {
+    std::function<void()>& fn;
+    ~Notify() {
+      if (fn) fn();
+    }
+  } notify{on_completed};
   auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_);
   CallAnswerSink* sink = TakeSink();
   if (sink == nullptr) {
@@ -40,6 +49,12 @@ void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view 
 void csi_proxy_host_call::Abandon(csi_proxy_status_code code, std::string_view message) {
   cancelled_.store(true, std::memory_order_release);
   if (CallAnswerSink* sink = TakeSink()) sink->Answer(code, message, {});
+}
+
+void csi_proxy_host_call::HandOverToPlugin(std::shared_ptr<csi_proxy_host_call> self,
+                                           std::function<void()> on_completed) {
+  plugin_ref_ = std::move(self);
+  on_completed_ = std::move(on_completed);
 }
 
 void csi_proxy_host_call::DetachSink() {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +61,10 @@ struct csi_proxy_host_call {
   // The reactor is gone: nothing may be answered through it any more. Called after it has been answered.
   void DetachSink();
 
+  // Keeps the handle alive for the plugin, which holds only a raw pointer, until it completes the call; and
+  // what to run once it has (the group's count of calls in flight). Set before the handler starts.
+  void HandOverToPlugin(std::shared_ptr<csi_proxy_host_call> self, std::function<void()> on_completed);
+
   int64_t DeadlineUnixNs() const;
   bool IsCancelled() const;
   bool completed() const { return completed_.load(std::memory_order_acquire); }
@@ -75,6 +80,8 @@ struct csi_proxy_host_call {
   std::atomic<bool> completed_{false};  // by the plugin
   std::mutex mu_;
   csi_proxy::host::CallAnswerSink* sink_;  // guarded by mu_; null once answered or detached
+  std::shared_ptr<csi_proxy_host_call> plugin_ref_;
+  std::function<void()> on_completed_;
 };
 
 namespace csi_proxy::host {

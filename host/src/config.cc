@@ -11,6 +11,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The keys of a [groups.<name>] table that the host consumes; every other key is the library's.
+const std::set<std::string> kGroupHostKeys = {"enabled",  "required", "library",
+                                              "versions", "workers",  "max_queued_calls"};
+
 std::string Where(const std::string& source, const toml::node& node) {
   const auto& begin = node.source().begin;
   return source + ":" + std::to_string(begin.line);
@@ -37,6 +41,19 @@ Status ReadBool(const std::string& source, const toml::table& t, const std::stri
   auto v = n->value_exact<bool>();
   if (!v) return KeyError(source, *n, table_name + "." + key, "must be true or false");
   out = *v;
+  return Status::Ok();
+}
+
+Status ReadInt(const std::string& source, const toml::table& t, const std::string& table_name, const std::string& key,
+               int64_t min, int64_t max, int& out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  auto v = n->value_exact<int64_t>();
+  if (!v || *v < min || *v > max) {
+    return KeyError(source, *n, table_name + "." + key,
+                    "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  }
+  out = static_cast<int>(*v);
   return Status::Ok();
 }
 
@@ -97,11 +114,7 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
     return KeyError(source, *t.get("log_level"), "host.log_level",
                     "must be one of trace, debug, info, warn, error, not '" + c.log_level + "'");
   }
-  if (const toml::node* n = t.get("workers")) {
-    auto v = n->value_exact<int64_t>();
-    if (!v || *v < 1 || *v > 1024) return KeyError(source, *n, "host.workers", "must be an integer from 1 to 1024");
-    c.workers = static_cast<int>(*v);
-  }
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "workers", 1, 1024, c.workers));
   if (const toml::node* n = t.get("shutdown_timeout_seconds")) {
     auto v = n->value_exact<int64_t>();
     if (!v || *v < 0 || *v > 3600) {
@@ -175,9 +188,11 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   } else if (g.library[0] != '/') {
     g.library = host.plugin_dir + "/" + g.library;  // a bare file name lives in plugin_dir
   }
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "workers", 1, 1024, g.workers));
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "max_queued_calls", 0, 100000, g.max_queued_calls));
   for (const auto& [key, value] : *t) {
     std::string k(key.str());
-    if (k == "enabled" || k == "required" || k == "library" || k == "versions") continue;
+    if (kGroupHostKeys.count(k)) continue;
     g.settings.insert(k, value);
   }
   return Status::Ok();

@@ -19,6 +19,8 @@ struct GroupConfig {
   bool required = false;              // a group that cannot be loaded stops the host instead of being skipped
   std::string library;                // absolute path of the group library
   std::vector<std::string> versions;  // versions to serve; empty means every version the library offers
+  int workers = 0;                    // handlers of this group that may run at once; 0: [host] workers
+  int max_queued_calls = 64;          // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
   toml::table settings;               // the group's own keys, handed to the library as they are
 };
 
@@ -29,7 +31,7 @@ struct HostConfig {
   std::vector<std::string> working_dirs;
   std::string state_dir = "/var/lib/csi-proxy";
   std::string log_level = "info";
-  int workers = 16;
+  int workers = 16;  // the default budget of each group (see GroupConfig::workers)
   uint32_t socket_mode = 0660;
   std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};

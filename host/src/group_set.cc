@@ -20,6 +20,7 @@ void GroupSet::Load(const HostConfig& config) {
       continue;
     }
     const auto& p = **plugin;
+    registry_.Commit(p.group(), p.library(), p.services());
     spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {})", p.config_name(), p.library(),
                  p.plugin_version(), p.abi_version());
     for (const auto& v : p.skipped_versions()) {

@@ -13,8 +13,8 @@
 
 #include "config.h"
 #include "group_set.h"
+#include "host_runtime.h"
 #include "plugin_loader.h"
-#include "server.h"
 
 namespace {
 
@@ -98,50 +98,61 @@ int main(int argc, char** argv) {
   }
 
   // Signals are taken synchronously by the main thread; every thread created later inherits this mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   std::string exe_dir = boost::dll::program_location().parent_path().string();
   if (opts.config_path.empty()) opts.config_path = exe_dir + "/../etc/csi-proxy/csi-proxy.toml";
-  auto config = csi_proxy::host::LoadConfig(opts.config_path, exe_dir);
+  auto load_config = [&] {
+    auto config = csi_proxy::host::LoadConfig(opts.config_path, exe_dir);
+    if (config.ok() && !opts.log_level.empty()) config->log_level = opts.log_level;  // the flag wins
+    return config;
+  };
+  auto config = load_config();
   if (!config.ok()) {
     std::fprintf(stderr, "csi-proxy: %s\n", config.status().message().c_str());
     return 1;
   }
-  SetUpLogging(opts.log_level.empty() ? config->log_level : opts.log_level);
+  SetUpLogging(config->log_level);
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
 
-  csi_proxy::host::GroupSet groups;
-  groups.Load(*config);
-  if (opts.check_config) return CheckConfig(*config, groups);
-  if (groups.required_failed()) return 1;
-  if (groups.registry().endpoints().empty()) {
-    spdlog::error("nothing to serve: no enabled group could be loaded");
-    return 1;
+  if (opts.check_config) {
+    csi_proxy::host::GroupSet groups;
+    groups.Load(*config);
+    return CheckConfig(*config, groups);
   }
 
-  if (mkdir(config->endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    spdlog::error("cannot create endpoint_dir {}: {}", config->endpoint_dir, std::strerror(errno));
-    return 1;
-  }
-  csi_proxy::host::Server server(*config, groups.registry());
-  if (auto s = server.Start(); !s.ok()) {
+  csi_proxy::host::HostRuntime runtime;
+  if (auto s = runtime.Start(*config); !s.ok()) {
     spdlog::error("{}", s.message());
+    spdlog::error("not starting: the configuration cannot be served");
     return 1;
   }
-  for (const auto& path : server.socket_paths()) spdlog::info("serving {}", path);
-  spdlog::info("ready: {} endpoints, {} workers", server.socket_paths().size(), config->workers);
+  for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
+  spdlog::info("ready: {} endpoints", runtime.socket_paths().size());
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
-  spdlog::info("received {}; stopping (waiting up to {} ms for calls in flight)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-               config->shutdown_timeout.count());
-  server.Shutdown(config->shutdown_timeout);
-  groups.UnloadAll();
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    spdlog::info("received SIGHUP; reloading {}", opts.config_path);
+    runtime.Reload(load_config());
+  }
+  spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  auto still_running = runtime.Shutdown();
+  if (!still_running.empty()) {
+    // Their handlers never returned: exiting normally would run the libraries' destructors under them.
+    spdlog::warn("stopped with {} group(s) still running a call; exiting without waiting for them",
+                 still_running.size());
+    spdlog::shutdown();
+    std::_Exit(0);
+  }
   spdlog::info("stopped");
   return 0;
 }

@@ -1,7 +1,13 @@
 // Plugin loading and ABI negotiation; see plugin_loader.h.
 #include "plugin_loader.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/dll/import.hpp>
@@ -33,6 +39,39 @@ std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host) {
 
 LoadedPlugin::~LoadedPlugin() { Shutdown(); }
 
+LoadedPlugin::OwnedFd::~OwnedFd() {
+  if (fd >= 0) close(fd);
+}
+
+namespace {
+
+// Where to dlopen `path` from so that a second copy is really loaded: the path itself, or, when a library of
+// that name is loaded already, a memfd copy (glibc matches libraries by name and would return the loaded one).
+StatusOr<std::string> LoadablePath(const std::string& path, int& memfd_out) {
+  void* existing = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (existing == nullptr) return path;
+  dlclose(existing);
+  int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Internal(std::string("cannot open the library: ") + std::strerror(errno));
+  struct stat st {};
+  int memfd = fstat(in, &st) == 0 ? memfd_create("csi-proxy-group-library", MFD_CLOEXEC) : -1;
+  off_t copied = 0;
+  while (memfd >= 0 && copied < st.st_size) {
+    ssize_t n = sendfile(memfd, in, &copied, static_cast<size_t>(st.st_size - copied));
+    if (n <= 0) {
+      close(memfd);
+      memfd = -1;
+    }
+  }
+  int err = errno;
+  close(in);
+  if (memfd < 0) return Internal(std::string("cannot make a private copy of the library: ") + std::strerror(err));
+  memfd_out = memfd;
+  return "/proc/self/fd/" + std::to_string(memfd);
+}
+
+}  // namespace
+
 void LoadedPlugin::Shutdown() {
   if (!initialized_) return;
   initialized_ = false;
@@ -57,8 +96,10 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->context_->versions = group.versions;
   plugin->context_->registry = &registry;
 
+  auto load_path = LoadablePath(group.library, plugin->private_copy_.fd);
+  if (!load_path.ok()) return Refuse(group, Code::kFailedPrecondition, load_path.status().message());
   boost::dll::fs::error_code load_error;
-  plugin->library_.load(group.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  plugin->library_.load(*load_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
   if (load_error) {
     const char* detail = dlerror();
     return Refuse(group, Code::kFailedPrecondition,
@@ -145,8 +186,6 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   if (plugin->context_->pending.empty()) {
     return Refuse(group, Code::kFailedPrecondition, "the library registered no service");
   }
-  registry.Commit(plugin->context_->group, group.library, std::move(plugin->context_->pending));
-  plugin->context_->pending.clear();
   return plugin;
 }
 

@@ -30,12 +30,20 @@ class LoadedPlugin {
   const std::string& plugin_version() const { return plugin_version_; }
   uint32_t abi_version() const { return abi_version_; }
   const std::vector<std::string>& skipped_versions() const { return context_->skipped_versions; }
+  // The services the library registered (and the admin's versions filter let through).
+  const std::vector<ServiceRegistration>& services() const { return context_->pending; }
 
   // Calls the plugin's shutdown once. Only after every call into the plugin has completed.
   void Shutdown();
 
  private:
   friend StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig&, const HostConfig&, EndpointRegistry&);
+  // A memfd holding a private copy of the library when the same file is already loaded (an upgrade at the same
+  // path: dlopen would hand back the loaded copy). Closed after the library is unloaded.
+  struct OwnedFd {
+    int fd = -1;
+    ~OwnedFd();
+  } private_copy_;
   boost::dll::shared_library library_;
   std::string config_name_;
   std::string plugin_version_;
@@ -48,7 +56,8 @@ class LoadedPlugin {
   csi_proxy_host_api host_api_{};
 };
 
-// Loads and initialises `group`; on success its services are committed to `registry`. The error message is
+// Loads and initialises `group`; its services must not clash with those already in `registry`, which the caller
+// then commits them to (services()). The error message is
 // complete for a log line: "group 'disk' (/usr/lib/.../libcsi-proxy-disk.so): <reason>".
 StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, const HostConfig& host,
                                                    EndpointRegistry& registry);

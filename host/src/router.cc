@@ -19,27 +19,28 @@ grpc::Status ToGrpc(csi_proxy_status_code code, std::string_view message) {
 // is cancelled, past its deadline or cannot start). Deletes itself when gRPC is done with the call.
 class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnswerSink {
  public:
-  CallReactor(grpc::GenericCallbackServerContext* ctx, const Endpoint* endpoint, CallDispatcher* dispatcher,
-              const PeerTable* peers)
-      : ctx_(ctx), endpoint_(endpoint), dispatcher_(dispatcher), peers_(peers) {
+  CallReactor(grpc::GenericCallbackServerContext* ctx, const Router* router, const PeerTable* peers)
+      : ctx_(ctx), router_(router), peers_(peers) {
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) return Answer(CSI_PROXY_STATUS_INVALID_ARGUMENT, "the call carried no request message", {});
-    auto it = endpoint_->methods.find(ctx_->method());
-    if (it == endpoint_->methods.end()) {
+    std::shared_ptr<const EndpointBinding> binding = router_->binding();
+    const Endpoint& endpoint = *binding->endpoint;
+    auto it = endpoint.methods.find(ctx_->method());
+    if (it == endpoint.methods.end()) {
       return Answer(CSI_PROXY_STATUS_UNIMPLEMENTED,
-                    "unknown method " + ctx_->method() + " on endpoint " + endpoint_->name, {});
+                    "unknown method " + ctx_->method() + " on endpoint " + endpoint.name, {});
     }
-    CallInfo info{endpoint_->group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
+    CallInfo info{endpoint.group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
     auto call = std::make_shared<csi_proxy_host_call>(std::move(info), RequestBytes(), this);
     {
       std::lock_guard lock(mu_);
       if (cancelled_) return call->Abandon(CancelCode(), CancelMessage());
       call_ = call;
     }
-    Status started = dispatcher_->Dispatch(it->second, call);
+    Status started = binding->dispatcher->Dispatch(it->second, call);
     if (!started.ok()) call->Abandon(static_cast<csi_proxy_status_code>(started.code()), started.message());
   }
 
@@ -94,8 +95,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
   }
 
   grpc::GenericCallbackServerContext* ctx_;
-  const Endpoint* endpoint_;
-  CallDispatcher* dispatcher_;
+  const Router* router_;
   const PeerTable* peers_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
@@ -108,7 +108,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
 }  // namespace
 
 grpc::ServerGenericBidiReactor* Router::CreateReactor(grpc::GenericCallbackServerContext* ctx) {
-  return new CallReactor(ctx, endpoint_, dispatcher_, peers_);
+  return new CallReactor(ctx, this, peers_);
 }
 
 }  // namespace csi_proxy::host

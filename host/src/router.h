@@ -5,6 +5,9 @@
 
 #include <grpcpp/generic/async_generic_service.h>
 
+#include <atomic>
+#include <memory>
+
 #include "call_handle.h"
 #include "csi_proxy/status.hpp"
 #include "endpoint_registry.h"
@@ -21,17 +24,26 @@ class CallDispatcher {
   virtual Status Dispatch(const MethodHandler& handler, CallHandle call) = 0;
 };
 
+// What serves an endpoint now: its methods and the dispatcher (the group instance) that owns them. A reload that
+// upgrades the group binds the endpoint to the new instance; calls already read keep the binding they started with.
+struct EndpointBinding {
+  const Endpoint* endpoint = nullptr;  // owned by `dispatcher`
+  std::shared_ptr<CallDispatcher> dispatcher;
+};
+
 class Router final : public grpc::CallbackGenericService {
  public:
-  // Everything passed in must outlive the gRPC server this service is registered with.
-  Router(const Endpoint* endpoint, CallDispatcher* dispatcher, const PeerTable* peers)
-      : endpoint_(endpoint), dispatcher_(dispatcher), peers_(peers) {}
+  // `peers` must outlive the gRPC server this service is registered with.
+  Router(std::shared_ptr<const EndpointBinding> binding, const PeerTable* peers)
+      : binding_(std::move(binding)), peers_(peers) {}
+
+  void Bind(std::shared_ptr<const EndpointBinding> binding) { binding_.store(std::move(binding)); }
+  std::shared_ptr<const EndpointBinding> binding() const { return binding_.load(); }
 
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
-  const Endpoint* endpoint_;
-  CallDispatcher* dispatcher_;
+  std::atomic<std::shared_ptr<const EndpointBinding>> binding_;
   const PeerTable* peers_;
 };
 

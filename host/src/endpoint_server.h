@@ -1,0 +1,50 @@
+// One endpoint: its socket file, the credentials of its connections' peers, its router and its gRPC server.
+#pragma once
+
+#include <grpcpp/server.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "listeners.h"
+#include "router.h"
+
+namespace csi_proxy::host {
+
+class EndpointServer {
+ public:
+  EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding);
+  ~EndpointServer();
+  EndpointServer(const EndpointServer&) = delete;
+  EndpointServer& operator=(const EndpointServer&) = delete;
+
+  // Creates the socket (refusing one another process serves) and starts the gRPC server.
+  Status Start(uint32_t mode, gid_t group, int max_receive_bytes);
+
+  // Hands an accepted connection to gRPC, which owns the fd from here on.
+  void Adopt(int conn, const PeerCredentials& peer);
+
+  // New calls go to `binding`; calls already read finish where they started.
+  void Rebind(std::shared_ptr<const EndpointBinding> binding) { router_.Bind(std::move(binding)); }
+  std::shared_ptr<const EndpointBinding> binding() const { return router_.binding(); }
+
+  // Closes the listening socket and removes its file, so clients see the endpoint go away. Open connections stay.
+  void CloseSocket();
+
+  // Lets calls in flight finish until `deadline`, then cancels (answers) the rest and closes every connection.
+  void Stop(std::chrono::system_clock::time_point deadline);
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  PeerTable peers_;
+  Router router_;
+  std::unique_ptr<grpc::Server> server_;
+  int fd_ = -1;
+};
+
+}  // namespace csi_proxy::host

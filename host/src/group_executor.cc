@@ -1,0 +1,107 @@
+// See group_executor.h.
+#include "group_executor.h"
+
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+
+namespace csi_proxy::host {
+
+struct GroupExecutor::State {
+  State(std::string g, Limits l) : group(std::move(g)), limits(l) {}
+
+  const std::string group;
+  const Limits limits;
+  std::mutex mu;
+  std::condition_variable work;  // a task was queued, or stopping
+  std::condition_variable done;  // a worker finished a task or ended
+  std::deque<Task> queue;
+  std::list<std::string> running;  // what each busy worker runs
+  int threads = 0;
+  int idle = 0;
+  bool stopping = false;
+  uint64_t refused = 0;
+
+  static void Work(std::shared_ptr<State> self) {
+    State& s = *self;
+    std::unique_lock lock(s.mu);
+    for (;;) {
+      if (s.queue.empty()) {
+        if (s.stopping) break;
+        ++s.idle;
+        bool woken = s.work.wait_for(lock, s.limits.idle_timeout, [&] { return !s.queue.empty() || s.stopping; });
+        --s.idle;
+        if (!woken) break;  // idle for a while: give the thread back
+        continue;
+      }
+      Task task = std::move(s.queue.front());
+      s.queue.pop_front();
+      auto me = s.running.insert(s.running.end(), task.what);
+      lock.unlock();
+      task.run();
+      task = {};  // release what the task held before reporting it done
+      lock.lock();
+      s.running.erase(me);
+      s.done.notify_all();
+    }
+    --s.threads;
+    s.done.notify_all();
+  }
+};
+
+GroupExecutor::GroupExecutor(std::string group, Limits limits)
+    : state_(std::make_shared<State>(std::move(group), limits)) {}
+
+GroupExecutor::~GroupExecutor() { Stop(std::chrono::steady_clock::now()); }
+
+Status GroupExecutor::Submit(Task task) {
+  std::unique_lock lock(state_->mu);
+  State& s = *state_;
+  if (s.stopping) return Unavailable("group '" + s.group + "' is stopping; retry later");
+  if (static_cast<size_t>(s.idle) > s.queue.size()) {
+    s.queue.push_back(std::move(task));
+    s.work.notify_one();
+    return Status::Ok();
+  }
+  if (s.threads < s.limits.workers) {
+    ++s.threads;
+    s.queue.push_back(std::move(task));
+    std::thread(&State::Work, state_).detach();
+    return Status::Ok();
+  }
+  if (s.queue.size() < s.limits.max_queued) {
+    s.queue.push_back(std::move(task));
+    return Status::Ok();
+  }
+  ++s.refused;
+  return Status(Code::kResourceExhausted,
+                "group '" + s.group + "' is at its budget: " + std::to_string(s.limits.workers) +
+                    " calls running and " + std::to_string(s.queue.size()) + " waiting; retry later");
+}
+
+std::vector<std::string> GroupExecutor::Stop(std::chrono::steady_clock::time_point deadline) {
+  State& s = *state_;
+  std::deque<Task> cancelled;
+  std::vector<std::string> still_running;
+  {
+    std::unique_lock lock(s.mu);
+    s.stopping = true;
+    s.work.notify_all();
+    s.done.wait_until(lock, deadline, [&] { return s.threads == 0; });
+    cancelled.swap(s.queue);
+    still_running.assign(s.running.begin(), s.running.end());
+  }
+  for (auto& task : cancelled) {
+    if (task.cancel) task.cancel();
+  }
+  return still_running;
+}
+
+GroupExecutor::Usage GroupExecutor::usage() const {
+  std::lock_guard lock(state_->mu);
+  return {static_cast<int>(state_->running.size()), state_->threads, state_->queue.size(), state_->refused};
+}
+
+}  // namespace csi_proxy::host

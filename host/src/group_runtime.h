@@ -1,0 +1,78 @@
+// One loaded instance of an API group at run time: its library, the endpoints it serves, its execution budget and
+// its calls in flight. During an upgrade two instances of a group live side by side: the new one takes new calls
+// while the old one drains.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "endpoint_registry.h"
+#include "group_executor.h"
+#include "plugin_loader.h"
+#include "router.h"
+
+namespace csi_proxy::host {
+
+class GroupRuntime final : public CallDispatcher {
+ public:
+  // Loads and initialises `group`; its endpoints must not clash with those in `others`.
+  static StatusOr<std::shared_ptr<GroupRuntime>> Load(const GroupConfig& group, const HostConfig& host,
+                                                      const EndpointRegistry& others);
+  ~GroupRuntime() override;
+
+  const std::string& name() const { return name_; }  // the [groups.<name>] table
+  const LoadedPlugin& plugin() const { return *plugin_; }
+  // What the instance was loaded from: the configuration it was given and the library file's identity. A reload
+  // replaces the instance when this changes.
+  const std::string& fingerprint() const { return fingerprint_; }
+  bool required() const { return required_; }
+  void set_required(bool required) { required_ = required; }
+
+  // Endpoint name -> its methods.
+  const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
+
+  // CallDispatcher: runs the handler within the group's budget.
+  Status Dispatch(const MethodHandler& handler, CallHandle call) override;
+
+  // Takes no new calls; lets those in flight finish until `deadline`, then shuts the library down and unloads
+  // it. A call still running in the library at the deadline keeps it loaded (never shut down under a running
+  // handler); the returned list names those calls' methods.
+  std::vector<std::string> Stop(std::chrono::steady_clock::time_point deadline);
+
+  struct Usage {
+    GroupExecutor::Usage executor;
+    size_t in_flight = 0;  // calls dispatched and not yet completed (also those answered at their deadline)
+  };
+  Usage usage() const;
+
+  // The identity of a group as configured, for reloads: the group's keys, what the host hands it, the library.
+  static std::string Fingerprint(const GroupConfig& group, const HostConfig& host);
+
+ private:
+  GroupRuntime(const GroupConfig& group, const HostConfig& host);
+
+  // Calls dispatched and not yet completed, by method.
+  struct InFlight {
+    std::mutex mu;
+    std::condition_variable empty;
+    std::multiset<std::string> methods;
+  };
+
+  const std::string name_;
+  const std::string fingerprint_;
+  bool required_;
+  std::unique_ptr<LoadedPlugin> plugin_;
+  std::map<std::string, Endpoint> endpoints_;
+  GroupExecutor executor_;
+  std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
+  bool stopped_ = false;
+};
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,276 @@
+// See host_runtime.h.
+#include "host_runtime.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "unix_socket.h"
+
+namespace csi_proxy::host {
+namespace {
+
+// Requests of the csi-proxy API are small (paths, IDs, a few strings).
+constexpr int kMaxReceiveBytes = 16 * 1024 * 1024;
+
+template <typename Fn>
+void InParallel(size_t n, Fn fn) {
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) threads.emplace_back([&fn, i] { fn(i); });
+  for (auto& t : threads) t.join();
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string ReloadReport::Summary() const {
+  if (!config_ok) return "reload refused, nothing changed: " + Join(refused);
+  std::string s = "reload finished in " + std::to_string(took.count()) + " ms: ";
+  s += applied.empty() ? "nothing to change" : "applied " + Join(applied);
+  if (!refused.empty()) s += "; refused " + Join(refused);
+  if (!notes.empty()) s += "; " + Join(notes);
+  return s;
+}
+
+HostRuntime::~HostRuntime() { Shutdown(); }
+
+EndpointRegistry HostRuntime::RegistryOf(const Runtimes& runtimes, const std::string& skip) {
+  EndpointRegistry registry;
+  for (const auto& [name, runtime] : runtimes) {
+    if (name == skip) continue;
+    registry.Commit(runtime->plugin().group(), runtime->plugin().library(), runtime->plugin().services());
+  }
+  return registry;
+}
+
+Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
+  // New sockets first: if one cannot be created, nothing has changed yet.
+  std::vector<std::string> created;
+  Status failed;
+  for (const auto& [name, endpoint] : runtime->endpoints()) {
+    if (endpoints_.count(name)) continue;
+    auto binding = std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime});
+    auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, binding);
+    failed = server->Start(config_.socket_mode, socket_gid_, kMaxReceiveBytes);
+    if (!failed.ok()) break;
+    endpoints_[name] = std::move(server);
+    created.push_back(name);
+  }
+  if (!failed.ok()) {
+    for (const auto& name : created) endpoints_.erase(name);
+    return failed;
+  }
+  for (const auto& [name, endpoint] : runtime->endpoints()) {
+    EndpointServer* server = endpoints_.at(name).get();
+    if (std::find(created.begin(), created.end(), name) != created.end()) {
+      accept_loop_.Add(server->fd(), [server](int conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
+    } else {
+      server->Rebind(std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime}));
+    }
+  }
+  return Status::Ok();
+}
+
+void HostRuntime::Unserve(const GroupRuntime& runtime, const std::map<std::string, Endpoint>& keep,
+                          std::chrono::system_clock::time_point deadline) {
+  std::vector<std::unique_ptr<EndpointServer>> going;
+  for (auto it = endpoints_.begin(); it != endpoints_.end();) {
+    if (it->second->binding()->dispatcher.get() != &runtime || keep.count(it->first)) {
+      ++it;
+      continue;
+    }
+    accept_loop_.Remove(it->second->fd());
+    it->second->CloseSocket();
+    going.push_back(std::move(it->second));
+    it = endpoints_.erase(it);
+  }
+  InParallel(going.size(), [&](size_t i) { going[i]->Stop(deadline); });
+}
+
+std::vector<std::string> HostRuntime::StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
+                                              std::chrono::steady_clock::time_point deadline) {
+  // One after the other: the deadline is absolute, so the whole stays bounded by it.
+  std::vector<std::string> lines;
+  for (const auto& runtime : runtimes) {
+    std::string what = runtime->name() + " (" + runtime->plugin().library() + ")";
+    std::vector<std::string> running = runtime->Stop(deadline);
+    if (running.empty()) continue;
+    std::string line = "group " + what + " still runs " + Join(running) + " past the timeout; its library stays loaded";
+    spdlog::warn("{}", line);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+Status HostRuntime::Start(const HostConfig& config) {
+  std::lock_guard lock(mu_);
+  config_ = config;
+  CSI_PROXY_ASSIGN_OR_RETURN(socket_gid_, ResolveGroup(config.socket_group));
+  for (const auto& group : config.groups) {
+    if (!group.enabled) {
+      spdlog::info("group '{}' is disabled in the configuration", group.name);
+      continue;
+    }
+    auto runtime = GroupRuntime::Load(group, config, RegistryOf(groups_, ""));
+    if (!runtime.ok()) {
+      spdlog::error("{}{}", runtime.status().message(),
+                    group.required ? " (required: refusing to start)" : " (skipped)");
+      if (group.required) return runtime.status();
+      continue;
+    }
+    const LoadedPlugin& p = (*runtime)->plugin();
+    spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {})", p.config_name(), p.library(),
+                 p.plugin_version(), p.abi_version());
+    for (const auto& v : p.skipped_versions()) {
+      spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
+    }
+    groups_[group.name] = std::move(*runtime);
+  }
+  if (groups_.empty()) return FailedPrecondition("nothing to serve: no enabled group could be loaded");
+  if (mkdir(config.endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
+  }
+  for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
+  return accept_loop_.Start();
+}
+
+ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
+  auto started = std::chrono::steady_clock::now();
+  ReloadReport report;
+  if (!loaded.ok()) {
+    report.config_ok = false;
+    report.refused.push_back(loaded.status().message());
+    spdlog::error("{}", report.Summary());
+    return report;
+  }
+  std::lock_guard lock(mu_);
+  if (stopped_) {
+    report.refused.push_back("the host is stopping");
+    return report;
+  }
+  // Sockets are never re-created by a reload: their place and permissions stay as the host started with them.
+  HostConfig next = *loaded;
+  if (next.endpoint_dir != config_.endpoint_dir || next.socket_mode != config_.socket_mode ||
+      next.socket_group != config_.socket_group) {
+    report.notes.push_back("endpoint_dir, socket_mode and socket_group take effect at the next start");
+    next.endpoint_dir = config_.endpoint_dir;
+    next.socket_mode = config_.socket_mode;
+    next.socket_group = config_.socket_group;
+  }
+  if (next.log_level != config_.log_level) {
+    spdlog::set_level(spdlog::level::from_str(next.log_level));
+    report.applied.push_back("log_level " + next.log_level);
+  }
+  if (next.shutdown_timeout != config_.shutdown_timeout) {
+    report.applied.push_back("shutdown_timeout_seconds " + std::to_string(next.shutdown_timeout.count() / 1000));
+  }
+
+  // What changes, group by group.
+  std::map<std::string, const GroupConfig*> wanted;
+  for (const auto& g : next.groups) {
+    if (g.enabled) wanted[g.name] = &g;
+  }
+  std::vector<std::shared_ptr<GroupRuntime>> removed;
+  std::vector<const GroupConfig*> to_load;
+  for (const auto& [name, runtime] : groups_) {
+    auto it = wanted.find(name);
+    if (it == wanted.end()) {
+      removed.push_back(runtime);
+    } else if (GroupRuntime::Fingerprint(*it->second, next) != runtime->fingerprint()) {
+      to_load.push_back(it->second);
+    } else {
+      runtime->set_required(it->second->required);
+    }
+  }
+  for (const auto& [name, g] : wanted) {
+    if (!groups_.count(name)) to_load.push_back(g);
+  }
+
+  // Load the new instances beside the old ones; a failure leaves that group as it was.
+  Runtimes after = groups_;
+  for (const auto& runtime : removed) after.erase(runtime->name());
+  std::map<std::string, std::shared_ptr<GroupRuntime>> loaded_now;
+  for (const GroupConfig* g : to_load) {
+    auto runtime = GroupRuntime::Load(*g, next, RegistryOf(after, g->name));
+    if (!runtime.ok()) {
+      report.refused.push_back(runtime.status().message() +
+                               (groups_.count(g->name) ? " (the loaded instance keeps serving)" : ""));
+      continue;
+    }
+    after[g->name] = *runtime;
+    loaded_now[g->name] = *runtime;
+  }
+
+  // Apply: stop serving removed groups, serve new instances, then drain what they replace.
+  auto grace = next.shutdown_timeout;
+  auto system_deadline = std::chrono::system_clock::now() + grace;
+  auto steady_deadline = std::chrono::steady_clock::now() + grace;
+  std::vector<std::shared_ptr<GroupRuntime>> draining;
+  for (const auto& runtime : removed) {
+    Unserve(*runtime, {}, system_deadline);
+    groups_.erase(runtime->name());
+    draining.push_back(runtime);
+    report.applied.push_back("group '" + runtime->name() + "' disabled");
+  }
+  for (const auto& [name, runtime] : loaded_now) {
+    Status served = Serve(runtime);
+    auto old = groups_.find(name);
+    if (!served.ok()) {
+      draining.push_back(runtime);
+      report.refused.push_back("group '" + name + "': " + served.message());
+      continue;
+    }
+    if (old == groups_.end()) {
+      report.applied.push_back("group '" + name + "' enabled (" + runtime->plugin().library() + ")");
+    } else {
+      Unserve(*old->second, runtime->endpoints(), system_deadline);
+      draining.push_back(old->second);
+      report.applied.push_back("group '" + name + "' reloaded (" + runtime->plugin().library() + ", plugin version " +
+                               runtime->plugin().plugin_version() + ")");
+    }
+    groups_[name] = runtime;
+  }
+  auto leftovers = StopAll(draining, steady_deadline);
+  report.notes.insert(report.notes.end(), leftovers.begin(), leftovers.end());
+  config_ = next;
+  report.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  (report.refused.empty() ? spdlog::info("{}", report.Summary()) : spdlog::warn("{}", report.Summary()));
+  return report;
+}
+
+std::vector<std::string> HostRuntime::Shutdown() {
+  std::lock_guard lock(mu_);
+  if (stopped_) return {};
+  stopped_ = true;
+  accept_loop_.Stop();
+  for (auto& [name, server] : endpoints_) server->CloseSocket();
+  auto system_deadline = std::chrono::system_clock::now() + config_.shutdown_timeout;
+  auto steady_deadline = std::chrono::steady_clock::now() + config_.shutdown_timeout;
+  std::vector<EndpointServer*> servers;
+  for (auto& [name, server] : endpoints_) servers.push_back(server.get());
+  InParallel(servers.size(), [&](size_t i) { servers[i]->Stop(system_deadline); });
+  endpoints_.clear();
+  std::vector<std::shared_ptr<GroupRuntime>> all;
+  // Shut the libraries down in the reverse of the order they were loaded in (by name).
+  for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) all.push_back(it->second);
+  groups_.clear();
+  return StopAll(all, steady_deadline);
+}
+
+std::vector<std::string> HostRuntime::socket_paths() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, server] : endpoints_) out.push_back(server->path());
+  return out;
+}
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,76 @@
+// The running host: the loaded group instances, the endpoints they serve and the accept loop in front of them.
+// Start serves a configuration; Reload applies a new one group by group without touching what did not change;
+// Shutdown stops everything within the configured timeout, whatever a handler does.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "endpoint_server.h"
+#include "group_runtime.h"
+#include "listeners.h"
+
+namespace csi_proxy::host {
+
+// What a reload did, for the log and the admin request.
+struct ReloadReport {
+  bool config_ok = true;             // false: the new configuration was refused whole and nothing changed
+  std::vector<std::string> applied;  // one line per change made
+  std::vector<std::string> refused;  // one line per change that could not be made (the old state stays)
+  std::vector<std::string> notes;    // settings that take effect only at the next start, calls that outlived a drain
+  std::chrono::milliseconds took{0};
+  std::string Summary() const;  // one line
+};
+
+class HostRuntime {
+ public:
+  HostRuntime() = default;
+  ~HostRuntime();
+  HostRuntime(const HostRuntime&) = delete;
+  HostRuntime& operator=(const HostRuntime&) = delete;
+
+  // Loads every enabled group and serves their endpoints. Fails when a required group cannot be loaded, when no
+  // group can be served, or when a socket cannot be created (another host serves it); nothing is left behind then.
+  Status Start(const HostConfig& config);
+
+  // Applies `config` (or refuses it whole when it is an error): new groups start, removed groups drain and stop,
+  // changed groups are loaded anew beside the old instance, which drains once the new one serves. One reload at a
+  // time; safe from any thread.
+  ReloadReport Reload(const StatusOr<HostConfig>& config);
+
+  // Stops accepting, lets calls in flight finish for up to the configured timeout, answers the rest, shuts the
+  // libraries down and removes the socket files. Returns the calls ("group /method") still running in a library
+  // at the deadline; their libraries stay loaded and the caller should exit without waiting for them.
+  std::vector<std::string> Shutdown();
+
+  std::vector<std::string> socket_paths() const;
+
+ private:
+  using Runtimes = std::map<std::string, std::shared_ptr<GroupRuntime>>;
+
+  // The endpoints of every instance in `runtimes` except `skip`, for conflict checks when loading.
+  static EndpointRegistry RegistryOf(const Runtimes& runtimes, const std::string& skip);
+  // Serves (or rebinds, when it exists) every endpoint of `runtime`.
+  Status Serve(const std::shared_ptr<GroupRuntime>& runtime);
+  // Closes the sockets of endpoints bound to `runtime` (except those in `keep`), then ends their servers.
+  void Unserve(const GroupRuntime& runtime, const std::map<std::string, Endpoint>& keep,
+               std::chrono::system_clock::time_point deadline);
+  // Drains and stops instances in parallel; lines for the calls that outlived the deadline.
+  static std::vector<std::string> StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
+                                          std::chrono::steady_clock::time_point deadline);
+
+  mutable std::mutex mu_;  // one Start/Reload/Shutdown at a time; guards everything below
+  HostConfig config_;
+  gid_t socket_gid_ = static_cast<gid_t>(-1);
+  Runtimes groups_;                                                   // by [groups.<name>]
+  std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
+  AcceptLoop accept_loop_;
+  bool stopped_ = false;
+};
+
+}  // namespace csi_proxy::host
