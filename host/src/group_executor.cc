@@ -20,13 +20,15 @@ struct GroupExecutor::State {
   std::deque<Task> queue;
   std::list<std::string> running;  // what each busy worker runs
   int threads = 0;
-  int idle = 0;
+  int idle = 0;      // workers waiting for a task
+  int starting = 0;  // workers started for a queued task that have not taken one yet
   bool stopping = false;
   uint64_t refused = 0;
 
   static void Work(std::shared_ptr<State> self) {
     State& s = *self;
     std::unique_lock lock(s.mu);
+    --s.starting;
     for (;;) {
       if (s.queue.empty()) {
         if (s.stopping) break;
@@ -60,18 +62,21 @@ Status GroupExecutor::Submit(Task task) {
   std::unique_lock lock(state_->mu);
   State& s = *state_;
   if (s.stopping) return Unavailable("group '" + s.group + "' is stopping; retry later");
-  if (static_cast<size_t>(s.idle) > s.queue.size()) {
+  // Queued tasks that a waiting or starting worker will take do not count as waiting.
+  size_t takers = static_cast<size_t>(s.idle + s.starting);
+  if (takers > s.queue.size()) {
     s.queue.push_back(std::move(task));
     s.work.notify_one();
     return Status::Ok();
   }
   if (s.threads < s.limits.workers) {
     ++s.threads;
+    ++s.starting;
     s.queue.push_back(std::move(task));
     std::thread(&State::Work, state_).detach();
     return Status::Ok();
   }
-  if (s.queue.size() < s.limits.max_queued) {
+  if (s.queue.size() - takers < s.limits.max_queued) {
     s.queue.push_back(std::move(task));
     return Status::Ok();
   }

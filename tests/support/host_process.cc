@@ -50,7 +50,13 @@ HostProcess::HostProcess(std::string groups_toml, std::string host_keys, HostOpt
   if (options_.binary.empty()) options_.binary = HostBinary();
   fs::create_directories(endpoint_dir());
   fs::create_directories(kubelet_dir());
-  std::ofstream cfg(config_path());
+  WriteConfig(groups_toml, host_keys);
+}
+
+void HostProcess::WriteConfig(const std::string& groups_toml, const std::string& host_keys) {
+  // Written beside and renamed over, as an admin's editor or a configuration manager does.
+  std::string tmp = config_path() + ".new";
+  std::ofstream cfg(tmp);
   cfg << "[host]\n";
   if (host_keys.find("endpoint_dir") == std::string::npos) cfg << "endpoint_dir = \"" << endpoint_dir() << "\"\n";
   if (options_.write_plugin_dir && host_keys.find("plugin_dir") == std::string::npos)
@@ -59,6 +65,27 @@ HostProcess::HostProcess(std::string groups_toml, std::string host_keys, HostOpt
   if (host_keys.find("state_dir") == std::string::npos) cfg << "state_dir = \"" << dir() << "/state\"\n";
   if (host_keys.find("log_level") == std::string::npos) cfg << "log_level = \"debug\"\n";
   cfg << host_keys << "\n" << groups_toml << "\n";
+  cfg.close();
+  fs::rename(tmp, config_path());
+}
+
+bool HostProcess::Reload(std::chrono::milliseconds timeout) {
+  auto count = [this] {
+    std::string text = log();
+    size_t n = 0;
+    for (const char* marker : {"reload finished", "reload refused"}) {
+      for (size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + 1)) ++n;
+    }
+    return n;
+  };
+  size_t before = count();
+  if (pid_ <= 0 || kill(pid_, SIGHUP) != 0) return false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (count() > before) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 HostProcess::~HostProcess() {

@@ -51,6 +51,11 @@ class HostProcess {
   int RunToExit(const std::vector<std::string>& extra_args,
                 std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+  // Rewrites the configuration file (same defaults as the constructor), atomically.
+  void WriteConfig(const std::string& groups_toml, const std::string& host_keys = "");
+  // Sends SIGHUP and waits until the host logs the reload's outcome. False if it did not within `timeout`.
+  bool Reload(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
   // Sends SIGTERM and waits; returns the exit code (or 128+signal). -1 if it did not stop within `timeout`.
   int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Sends SIGKILL and waits (a crash, as far as the sockets are concerned).

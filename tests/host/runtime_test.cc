@@ -1,0 +1,272 @@
+// Groups live on their own at run time, tried through the real host and its sockets: each group has its own
+// budget, a call is answered at its deadline whatever its handler does, shutdown is bounded, and SIGHUP applies a
+// new configuration group by group without touching what did not change.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "grpc_client.h"
+#include "host_process.h"
+#include "v1/echo.pb.h"
+
+namespace csi_proxy::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string Fixture(const std::string& name) { return BuildDir() + "/tests/fixtures/libcsi-proxy-" + name + ".so"; }
+
+std::string BlockerGroup(const std::string& library, const std::string& tag, const std::string& extra = "") {
+  return "[groups.blocker]\nlibrary = \"" + library + "\"\ntag = \"" + tag + "\"\n" + extra;
+}
+const std::string kEcho = "[groups.echo]\n";
+
+v1::EchoRequest Req(const std::string& text, uint32_t delay_ms = 0) {
+  v1::EchoRequest r;
+  r.set_text(text);
+  r.set_delay_ms(delay_ms);
+  return r;
+}
+
+std::string TagOf(HostProcess& host) {
+  v1::EchoResponse resp;
+  auto s = Call(Dial(host.endpoint("csi-proxy-blocker-v1")), "/v1.Blocker/Tag", Req(""), &resp);
+  return s.ok() ? resp.text() : "error: " + s.error_message();
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+TEST(GroupBudget, AGroupWhoseHandlersHangExhaustsOnlyItsOwnBudget) {
+  HostProcess host(kEcho + BlockerGroup(Fixture("blocker1"), "a", "workers = 2\nmax_queued_calls = 2\n"));
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1", "csi-proxy-blocker-v1"})) << host.error();
+  auto blocker = Dial(host.endpoint("csi-proxy-blocker-v1"));
+  // Two running and two waiting fill the budget...
+  std::vector<std::future<grpc::Status>> blocked;
+  for (int i = 0; i < 4; ++i) {
+    blocked.push_back(std::async(std::launch::async, [&] {
+      v1::EchoResponse resp;
+      return Call(blocker, "/v1.Blocker/Block", Req("ignore-cancel", 4000), &resp, milliseconds(2000));
+    }));
+  }
+  std::this_thread::sleep_for(milliseconds(500));
+  // ...so the next call of that group is refused at once, naming the group.
+  v1::EchoResponse resp;
+  auto refused = Call(blocker, "/v1.Blocker/Block", Req("", 10), &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("group 'blocker'"), std::string::npos) << refused.error_message();
+
+  // Another group is not slowed down (a generous bound: such a call takes about a millisecond).
+  auto echo = Dial(host.endpoint("csi-proxy-echo-v1"));
+  for (int i = 0; i < 20; ++i) {
+    auto begin = Clock::now();
+    ASSERT_TRUE(Call(echo, "/v1.Echo/Echo", Req("fast"), &resp).ok());
+    EXPECT_LT(Clock::now() - begin, milliseconds(500));
+  }
+  // The hung calls are answered at their deadline although their handlers still run.
+  for (auto& f : blocked) EXPECT_EQ(f.get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // Once the handlers return, the budget is free again.
+  std::this_thread::sleep_for(milliseconds(3000));
+  EXPECT_TRUE(Call(blocker, "/v1.Blocker/Tag", Req(""), &resp).ok());
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(CallDeadline, AHandlerStillRunningAtTheDeadlineIsAnsweredThenAndItsLateResultDropped) {
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "a"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  auto blocker = Dial(host.endpoint("csi-proxy-blocker-v1"));
+  v1::EchoResponse resp;
+  auto begin = Clock::now();
+  auto s = Call(blocker, "/v1.Blocker/Block", Req("ignore-cancel", 1500), &resp, milliseconds(300));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(Clock::now() - begin, milliseconds(1200));
+  // The handler returns later; its completion is dropped and the host keeps serving.
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_EQ(TagOf(host), "1.0.0:a");
+  EXPECT_NE(host.log().find("had already been answered; result dropped"), std::string::npos) << host.log();
+}
+
+TEST(HostShutdown, IsBoundedByItsTimeoutWhenAHandlerNeverReturns) {
+  HostProcess host(kEcho + BlockerGroup(Fixture("blocker1"), "a"), "shutdown_timeout_seconds = 1\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  auto stuck = std::async(std::launch::async, [&] {
+    v1::EchoResponse resp;
+    return Call(Dial(host.endpoint("csi-proxy-blocker-v1")), "/v1.Blocker/Block", Req("ignore-cancel", 60000), &resp,
+                milliseconds(120000));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  auto begin = Clock::now();
+  EXPECT_EQ(host.Stop(milliseconds(10000)), 0);
+  EXPECT_LT(Clock::now() - begin, milliseconds(5000));
+  EXPECT_NE(stuck.get().error_code(), grpc::StatusCode::OK);
+  std::string log = host.log();
+  EXPECT_NE(log.find("group blocker (" + Fixture("blocker1") + ") still runs /v1.Blocker/Block past the timeout"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(host.endpoint("csi-proxy-blocker-v1")));
+  EXPECT_FALSE(fs::exists(host.endpoint("csi-proxy-echo-v1")));
+}
+
+TEST(Reload, EnablesAndDisablesGroupsWithoutTouchingTheOthers) {
+  HostProcess host(kEcho);
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  ino_t echo_socket = InodeOf(host.endpoint("csi-proxy-echo-v1"));
+  auto echo = Dial(host.endpoint("csi-proxy-echo-v1"));
+  v1::EchoResponse resp;
+  ASSERT_TRUE(Call(echo, "/v1.Echo/Echo", Req("before"), &resp).ok());
+
+  host.WriteConfig(kEcho + BlockerGroup(Fixture("blocker1"), "a"));
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_EQ(TagOf(host), "1.0.0:a");
+  EXPECT_NE(host.log().find("group 'blocker' enabled"), std::string::npos) << host.log();
+
+  host.WriteConfig(kEcho);
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_FALSE(fs::exists(host.endpoint("csi-proxy-blocker-v1")));
+  EXPECT_NE(host.log().find("group 'blocker' disabled"), std::string::npos) << host.log();
+
+  // The unaffected group kept its socket and its connection.
+  EXPECT_EQ(InodeOf(host.endpoint("csi-proxy-echo-v1")), echo_socket);
+  ASSERT_TRUE(Call(echo, "/v1.Echo/Echo", Req("after"), &resp).ok());
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(Reload, ChangedKeysLoadANewInstanceWhileTheOldOneFinishesItsCall) {
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "old"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  ino_t socket = InodeOf(host.endpoint("csi-proxy-blocker-v1"));
+  auto in_flight = std::async(std::launch::async, [&] {
+    v1::EchoResponse resp;
+    auto s = Call(Dial(host.endpoint("csi-proxy-blocker-v1")), "/v1.Blocker/Block", Req("", 1000), &resp);
+    return s.ok() ? resp.text() : "error: " + s.error_message();
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  host.WriteConfig(BlockerGroup(Fixture("blocker1"), "new"));
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_EQ(in_flight.get(), "old");  // finished by the instance it started on
+  EXPECT_EQ(TagOf(host), "1.0.0:new");
+  EXPECT_EQ(InodeOf(host.endpoint("csi-proxy-blocker-v1")), socket);
+  EXPECT_NE(host.log().find("group 'blocker' reloaded"), std::string::npos) << host.log();
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(Reload, ANewBuildAtTheSamePathReplacesTheLoadedOne) {
+  HostProcess host("");
+  std::string library = host.dir() + "/libcsi-proxy-blocker.so";
+  fs::copy_file(Fixture("blocker1"), library);
+  host.WriteConfig(BlockerGroup(library, "x"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  EXPECT_EQ(TagOf(host), "1.0.0:x");
+  // Installed as package managers do: written beside, renamed over.
+  fs::copy_file(Fixture("blocker2"), library + ".new");
+  fs::rename(library + ".new", library);
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_EQ(TagOf(host), "2.0.0:x");
+  EXPECT_NE(host.log().find("plugin version 2.0.0"), std::string::npos) << host.log();
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(Reload, ANewLibraryPathIsLoaded) {
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "x"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  host.WriteConfig(BlockerGroup(Fixture("blocker2"), "x"));
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_EQ(TagOf(host), "2.0.0:x");
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(Reload, AConfigurationThatDoesNotParseChangesNothing) {
+  HostProcess host(kEcho + BlockerGroup(Fixture("blocker1"), "x"));
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1", "csi-proxy-blocker-v1"})) << host.error();
+  host.WriteConfig("[groups.blocker\nthis is not toml");
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_NE(host.log().find("reload refused, nothing changed"), std::string::npos) << host.log();
+  host.WriteConfig(kEcho + "workers = 0\n");  // valid TOML, invalid value
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_NE(host.log().find("groups.echo.workers must be an integer from 1 to 1024"), std::string::npos) << host.log();
+  EXPECT_EQ(TagOf(host), "1.0.0:x");
+  v1::EchoResponse resp;
+  EXPECT_TRUE(Call(Dial(host.endpoint("csi-proxy-echo-v1")), "/v1.Echo/Echo", Req("x"), &resp).ok());
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(Reload, ANewLibraryThatFailsKeepsTheOldOneServing) {
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "x"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  host.WriteConfig(BlockerGroup(Fixture("initfails"), "x"));
+  ASSERT_TRUE(host.Reload()) << host.log();
+  std::string log = host.log();
+  EXPECT_NE(log.find("group 'blocker' (" + Fixture("initfails") + "): init failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("the loaded instance keeps serving"), std::string::npos) << log;
+  EXPECT_EQ(TagOf(host), "1.0.0:x");
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(Reload, ClientsOfOtherGroupsSeeNoFailureWhileAGroupIsEnabledDisabledAndUpgraded) {
+  HostProcess host(kEcho);
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  std::atomic<bool> done{false};
+  std::atomic<int> calls{0}, failures{0};
+  std::thread client([&] {
+    auto echo = Dial(host.endpoint("csi-proxy-echo-v1"));
+    while (!done) {
+      v1::EchoResponse resp;
+      if (!Call(echo, "/v1.Echo/Echo", Req("x"), &resp).ok()) ++failures;
+      ++calls;
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    host.WriteConfig(kEcho + BlockerGroup(Fixture(i % 2 ? "blocker2" : "blocker1"), std::to_string(i)));
+    ASSERT_TRUE(host.Reload()) << host.log();  // enabled, then upgraded
+    host.WriteConfig(kEcho + BlockerGroup(Fixture(i % 2 ? "blocker1" : "blocker2"), std::to_string(i)));
+    ASSERT_TRUE(host.Reload()) << host.log();
+    host.WriteConfig(kEcho);
+    ASSERT_TRUE(host.Reload()) << host.log();  // disabled
+  }
+  done = true;
+  client.join();
+  EXPECT_GT(calls.load(), 60);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(Reload, ClientsOfAnUpgradedGroupSeeNoFailure) {
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "0"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  std::atomic<bool> done{false};
+  std::atomic<int> calls{0}, failures{0};
+  std::string last_failure;
+  std::thread client([&] {
+    auto blocker = Dial(host.endpoint("csi-proxy-blocker-v1"));
+    while (!done) {
+      v1::EchoResponse resp;
+      auto s = Call(blocker, "/v1.Blocker/Tag", Req(""), &resp);
+      if (!s.ok()) {
+        ++failures;
+        last_failure = s.error_message();
+      }
+      ++calls;
+    }
+  });
+  for (int i = 1; i <= 20; ++i) {
+    host.WriteConfig(BlockerGroup(Fixture(i % 2 ? "blocker2" : "blocker1"), std::to_string(i)));
+    ASSERT_TRUE(host.Reload()) << host.log();
+  }
+  done = true;
+  client.join();
+  EXPECT_GT(calls.load(), 20);
+  EXPECT_EQ(failures.load(), 0) << last_failure;
+  EXPECT_EQ(TagOf(host), "1.0.0:20");
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace csi_proxy::testing
