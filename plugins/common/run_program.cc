@@ -11,6 +11,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
+
+#include "csi_proxy/call_scope.hpp"
 
 namespace csi_proxy::common {
 namespace {
@@ -65,7 +68,9 @@ StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv, const P
   sigfillset(&default_signals);
   posix_spawnattr_setsigmask(&attr, &empty_mask);
   posix_spawnattr_setsigdefault(&attr, &default_signals);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // Its own process group, so that a helper it starts (mount.cifs, iscsiadm's children) is stopped with it.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -102,34 +107,49 @@ StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv, const P
 
   ProgramResult result;
   auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  bool timed_out = false;
+  std::function<bool()> cancelled = options.cancelled ? options.cancelled : [] { return sdk::CallScope::Cancelled(); };
+  enum class Stop { kNo, kTimeout, kCancelled } stop = Stop::kNo;
+  auto should_stop = [&] {
+    if (std::chrono::steady_clock::now() >= deadline) return Stop::kTimeout;
+    return cancelled() ? Stop::kCancelled : Stop::kNo;
+  };
+  // Read until the output ends, then wait for the exit; both bounded by the deadline and the cancellation.
   char buf[4096];
+  bool output_open = true;
+  int wstatus = 0;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
+    if ((stop = should_stop()) != Stop::kNo) break;
+    if (!output_open) {
+      pid_t done = waitpid(pid, &wstatus, WNOHANG);
+      if (done == pid || (done < 0 && errno != EINTR)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
     }
     pollfd pfd{out_pipe[0], POLLIN, 0};
-    int pr = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) continue;
+    int pr = poll(&pfd, 1, 100);
+    if (pr <= 0) continue;  // timeout (check again) or EINTR
     ssize_t n = read(out_pipe[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) {
+      output_open = false;
+      continue;
+    }
     if (result.output.size() < kMaxOutput) {
       result.output.append(buf, std::min(static_cast<size_t>(n), kMaxOutput - result.output.size()));
     }
   }
   close(out_pipe[0]);
-  if (timed_out) kill(pid, SIGKILL);
-
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  if (stop != Stop::kNo) {
+    kill(-pid, SIGKILL);
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
   }
-  if (timed_out) {
+  if (stop == Stop::kTimeout) {
     return DeadlineExceeded(Basename(argv[0]) + " did not finish within " + std::to_string(options.timeout.count()) +
                             " ms and was killed");
+  }
+  if (stop == Stop::kCancelled) {
+    return Status(Code::kCancelled, Basename(argv[0]) + " was stopped: the call was cancelled or its deadline passed");
   }
   if (WIFEXITED(wstatus)) {
     result.exit_code = WEXITSTATUS(wstatus);

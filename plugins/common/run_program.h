@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct ProgramResult {
 
 struct ProgramOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // Checked while the program runs; once true the program (and what it started) is killed and the run fails
+  // with CANCELLED. By default: the cancellation of the call the current thread handles (sdk::CallScope).
+  std::function<bool()> cancelled;
   std::optional<std::string> stdin_data;  // written to the program's stdin (e.g. a secret), never argv
   std::vector<std::string> extra_env;     // "KEY=value" entries added to the scrubbed environment
 };
@@ -27,8 +31,9 @@ struct ProgramOptions {
 StatusOr<std::string> FindSystemProgram(const std::string& name);
 
 // Runs argv[0] (an absolute path) with argv. The environment is only PATH=/usr/sbin:/usr/bin:/sbin:/bin,
-// LC_ALL=C and `extra_env`. Fails with INTERNAL if it cannot start, DEADLINE_EXCEEDED on timeout (the program
-// is killed). A non-zero exit is not an error here: callers judge `exit_code`.
+// LC_ALL=C and `extra_env`. The program runs in a process group of its own. Fails with INTERNAL if it cannot
+// start, DEADLINE_EXCEEDED on timeout and CANCELLED when `cancelled` says so (the whole group is killed, and the
+// wait for it is bounded too). A non-zero exit is not an error here: callers judge `exit_code`.
 StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv, const ProgramOptions& options = {});
 
 // RunProgram, then turns a non-zero exit into INTERNAL with the program's name and the tail of its output.

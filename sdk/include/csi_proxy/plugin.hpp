@@ -36,6 +36,7 @@
 
 #include <toml++/toml.h>
 
+#include "csi_proxy/call_scope.hpp"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
@@ -281,6 +282,7 @@ class ServiceBuilder {
           if (status.ok()) {
             Resp resp;
             CallContext ctx(call);
+            CallScope scope(internal::HostApi(), call);
             status = fn(static_cast<const Req&>(req), resp, ctx);
             if (status.ok() && !resp.SerializeToString(&bytes)) status = Internal("cannot serialize response");
           }

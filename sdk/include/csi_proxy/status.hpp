@@ -108,8 +108,8 @@ class [[nodiscard]] StatusOr {
 #define CSI_PROXY_ASSIGN_OR_RETURN(lhs, expr) \
   CSI_PROXY_ASSIGN_OR_RETURN_IMPL_(CSI_PROXY_CONCAT_(csi_proxy_statusor_, __LINE__), lhs, expr)
 #define CSI_PROXY_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                                      \
-  if (!tmp.ok()) return tmp.status();                     \
+  auto tmp = (expr);                                     \
+  if (!tmp.ok()) return tmp.status();                    \
   lhs = std::move(tmp).value()
 #define CSI_PROXY_CONCAT_(a, b) CSI_PROXY_CONCAT_INNER_(a, b)
 #define CSI_PROXY_CONCAT_INNER_(a, b) a##b

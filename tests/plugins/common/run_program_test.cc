@@ -34,6 +34,23 @@ TEST(RunProgram, KillsAProgramThatOverrunsItsTimeout) {
   EXPECT_EQ(r.status().code(), Code::kDeadlineExceeded);
 }
 
+TEST(RunProgram, StopsTheProgramAndWhatItStartedWhenTheCallIsCancelled) {
+  auto begin = std::chrono::steady_clock::now();
+  auto cancel_at = begin + std::chrono::milliseconds(200);
+  // The shell starts a helper and waits for it, as mount helpers do.
+  auto r = RunProgram({"/bin/sh", "-c", "sleep 30 & wait"},
+                      {.cancelled = [&] { return std::chrono::steady_clock::now() > cancel_at; }});
+  EXPECT_EQ(r.status().code(), Code::kCancelled) << r.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
+}
+
+TEST(RunProgram, BoundsTheWaitForAProgramThatClosedItsOutputAndHangs) {
+  auto begin = std::chrono::steady_clock::now();
+  auto r = RunProgram({"/bin/sh", "-c", "exec >/dev/null 2>&1; sleep 30"}, {.timeout = std::chrono::milliseconds(300)});
+  EXPECT_EQ(r.status().code(), Code::kDeadlineExceeded) << r.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
+}
+
 TEST(RunProgram, RefusesARelativeProgramPath) { EXPECT_EQ(RunProgram({"echo", "x"}).status().code(), Code::kInternal); }
 
 TEST(RunProgramChecked, ReportsExitStatusAndOutput) {
