@@ -81,15 +81,24 @@ Status RequireAbsolute(const std::string& source, const toml::table& t, const st
 }
 
 Status ParseHostTable(const std::string& source, const toml::table& t, HostConfig& c) {
-  static const std::set<std::string> kKnown = {
-      "endpoint_dir", "plugin_dir", "kubelet_path", "working_dirs", "state_dir",
-      "log_level",    "workers",    "socket_mode",  "socket_group", "shutdown_timeout_seconds"};
+  static const std::set<std::string> kKnown = {"endpoint_dir",
+                                               "admin_socket",
+                                               "plugin_dir",
+                                               "kubelet_path",
+                                               "working_dirs",
+                                               "state_dir",
+                                               "log_level",
+                                               "workers",
+                                               "socket_mode",
+                                               "socket_group",
+                                               "shutdown_timeout_seconds"};
   for (const auto& [key, node] : t) {
     if (!kKnown.count(std::string(key.str()))) {
       return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
     }
   }
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "endpoint_dir", c.endpoint_dir));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "admin_socket", c.admin_socket));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "plugin_dir", c.plugin_dir));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "kubelet_path", c.kubelet_path));
   CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, t, "host", "working_dirs", c.working_dirs));
@@ -104,6 +113,7 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
     CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, key, value));
   }
   if (!c.plugin_dir.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "plugin_dir", c.plugin_dir));
+  if (!c.admin_socket.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "admin_socket", c.admin_socket));
   for (const auto& dir : c.working_dirs) {
     if (dir.empty() || dir[0] != '/') {
       return KeyError(source, *t.get("working_dirs"), "host.working_dirs",
@@ -223,6 +233,11 @@ StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& sourc
   if (const toml::node* host = root.get("host")) {
     if (!host->is_table()) return KeyError(source_name, *host, "host", "must be a table");
     CSI_PROXY_RETURN_IF_ERROR(ParseHostTable(source_name, *host->as_table(), config));
+  }
+  if (config.admin_socket.empty()) {
+    std::string dir = config.endpoint_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    config.admin_socket = dir + "-admin.sock";
   }
   if (config.plugin_dir.empty()) {
     config.plugin_dir = (fs::path(executable_dir) / ".." / "lib" / "csi-proxy" / "plugins").lexically_normal();

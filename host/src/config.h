@@ -26,7 +26,8 @@ struct GroupConfig {
 
 struct HostConfig {
   std::string endpoint_dir = "/run/csi-proxy";
-  std::string plugin_dir;  // absolute; defaults to ../lib/csi-proxy/plugins beside the executable
+  std::string admin_socket;  // the root-only admin socket; default <endpoint_dir>-admin.sock, beside the directory
+  std::string plugin_dir;    // absolute; defaults to ../lib/csi-proxy/plugins beside the executable
   std::string kubelet_path = "/var/lib/kubelet";
   std::vector<std::string> working_dirs;
   std::string state_dir = "/var/lib/csi-proxy";

@@ -104,6 +104,8 @@ std::vector<std::string> GroupExecutor::Stop(std::chrono::steady_clock::time_poi
   return still_running;
 }
 
+const GroupExecutor::Limits& GroupExecutor::limits() const { return state_->limits; }
+
 GroupExecutor::Usage GroupExecutor::usage() const {
   std::lock_guard lock(state_->mu);
   return {static_cast<int>(state_->running.size()), state_->threads, state_->queue.size(), state_->refused};

@@ -50,6 +50,7 @@ class GroupExecutor {
     uint64_t refused = 0;
   };
   Usage usage() const;
+  const Limits& limits() const;
 
  private:
   struct State;

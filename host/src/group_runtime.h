@@ -51,6 +51,7 @@ class GroupRuntime final : public CallDispatcher {
     size_t in_flight = 0;  // calls dispatched and not yet completed (also those answered at their deadline)
   };
   Usage usage() const;
+  const GroupExecutor::Limits& limits() const { return executor_.limits(); }
 
   // The identity of a group as configured, for reloads: the group's keys, what the host hands it, the library.
   static std::string Fingerprint(const GroupConfig& group, const HostConfig& host);

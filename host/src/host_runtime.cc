@@ -266,6 +266,19 @@ std::vector<std::string> HostRuntime::Shutdown() {
   return StopAll(all, steady_deadline);
 }
 
+std::vector<GroupState> HostRuntime::Describe() const {
+  std::lock_guard lock(mu_);
+  std::vector<GroupState> out;
+  for (const auto& [name, runtime] : groups_) {
+    const LoadedPlugin& p = runtime->plugin();
+    GroupState g{name, p.group(),         p.library(),     p.plugin_version(), p.abi_version(),
+                 {},   runtime->limits(), runtime->usage()};
+    for (const auto& [endpoint, e] : runtime->endpoints()) g.endpoints.push_back(endpoint);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 std::vector<std::string> HostRuntime::socket_paths() const {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;

@@ -27,6 +27,18 @@ struct ReloadReport {
   std::string Summary() const;  // one line
 };
 
+// One loaded group as the admin sees it.
+struct GroupState {
+  std::string name;  // [groups.<name>]
+  std::string group;
+  std::string library;
+  std::string plugin_version;
+  uint32_t abi_version = 0;
+  std::vector<std::string> endpoints;
+  GroupExecutor::Limits limits;
+  GroupRuntime::Usage usage;
+};
+
 class HostRuntime {
  public:
   HostRuntime() = default;
@@ -49,6 +61,7 @@ class HostRuntime {
   std::vector<std::string> Shutdown();
 
   std::vector<std::string> socket_paths() const;
+  std::vector<GroupState> Describe() const;
 
  private:
   using Runtimes = std::map<std::string, std::shared_ptr<GroupRuntime>>;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "admin_server.h"
 #include "config.h"
 #include "group_set.h"
 #include "host_runtime.h"
@@ -133,7 +134,15 @@ int main(int argc, char** argv) {
     spdlog::error("not starting: the configuration cannot be served");
     return 1;
   }
+  csi_proxy::host::AdminServer admin(runtime, opts.config_path, load_config);
+  if (auto s = admin.Start(config->admin_socket); !s.ok()) {
+    spdlog::error("{}", s.message());
+    spdlog::error("not starting: the admin socket cannot be served");
+    runtime.Shutdown();
+    return 1;
+  }
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
+  spdlog::info("admin socket {}", config->admin_socket);
   spdlog::info("ready: {} endpoints", runtime.socket_paths().size());
 
   int sig = 0;
@@ -145,6 +154,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  admin.Stop();
   auto still_running = runtime.Shutdown();
   if (!still_running.empty()) {
     // Their handlers never returned: exiting normally would run the libraries' destructors under them.

@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "csi_proxy/admin/v1/admin.grpc.pb.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "v1/echo.pb.h"
@@ -266,6 +267,39 @@ TEST(Reload, ClientsOfAnUpgradedGroupSeeNoFailure) {
   EXPECT_EQ(failures.load(), 0) << last_failure;
   EXPECT_EQ(TagOf(host), "1.0.0:20");
   EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(AdminSocket, IsRootOnlyAndServesReloadAndStatus) {
+  HostProcess host(kEcho);
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  struct stat st {};
+  ASSERT_EQ(stat(host.admin_socket().c_str(), &st), 0) << host.log();
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto admin = admin::v1::Admin::NewStub(Dial(host.admin_socket()));
+
+  host.WriteConfig(kEcho + BlockerGroup(Fixture("blocker1"), "a", "workers = 3\n"));
+  grpc::ClientContext reload_ctx;
+  admin::v1::ReloadResponse reloaded;
+  ASSERT_TRUE(admin->Reload(&reload_ctx, admin::v1::ReloadRequest(), &reloaded).ok());
+  EXPECT_TRUE(reloaded.config_ok());
+  ASSERT_EQ(reloaded.applied_size(), 1) << reloaded.summary();
+  EXPECT_NE(reloaded.applied(0).find("group 'blocker' enabled"), std::string::npos) << reloaded.summary();
+  EXPECT_EQ(TagOf(host), "1.0.0:a");
+
+  grpc::ClientContext status_ctx;
+  admin::v1::StatusResponse status;
+  ASSERT_TRUE(admin->Status(&status_ctx, admin::v1::StatusRequest(), &status).ok());
+  ASSERT_EQ(status.groups_size(), 2);
+  const auto& blocker = status.groups(0);  // by name: blocker, echo
+  EXPECT_EQ(blocker.name(), "blocker");
+  EXPECT_EQ(blocker.library(), Fixture("blocker1"));
+  EXPECT_EQ(blocker.plugin_version(), "1.0.0");
+  EXPECT_EQ(blocker.workers(), 3);
+  ASSERT_EQ(blocker.endpoints_size(), 1);
+  EXPECT_EQ(blocker.endpoints(0), "csi-proxy-blocker-v1");
+  EXPECT_EQ(host.Stop(), 0);
+  EXPECT_FALSE(fs::exists(host.admin_socket()));
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ class HostProcess {
   std::string kubelet_dir() const { return dir_.path() + "/kubelet"; }
   std::string config_path() const { return dir_.path() + "/csi-proxy.toml"; }
   std::string endpoint(const std::string& name) const { return endpoint_dir() + "/" + name; }
+  std::string admin_socket() const { return endpoint_dir() + "-admin.sock"; }  // the host's default
   // Everything the host wrote to stdout and stderr so far.
   std::string log() const;
   const std::string& error() const { return error_; }

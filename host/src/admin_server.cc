@@ -1,0 +1,95 @@
+// See admin_server.h.
+#include "admin_server.h"
+
+#include <grpcpp/server_builder.h>
+#include <grpcpp/server_posix.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "csi_proxy/admin/v1/admin.grpc.pb.h"
+#include "unix_socket.h"
+
+namespace csi_proxy::host {
+
+namespace admin = csi_proxy::admin::v1;
+
+class AdminServer::Service final : public admin::Admin::Service {
+ public:
+  Service(HostRuntime& runtime, std::string config_path, std::function<StatusOr<HostConfig>()> load_config)
+      : runtime_(runtime), config_path_(std::move(config_path)), load_config_(std::move(load_config)) {}
+
+  grpc::Status Reload(grpc::ServerContext*, const admin::ReloadRequest*, admin::ReloadResponse* out) override {
+    spdlog::info("admin request: reloading {}", config_path_);
+    ReloadReport report = runtime_.Reload(load_config_());
+    out->set_config_ok(report.config_ok);
+    for (const auto& s : report.applied) out->add_applied(s);
+    for (const auto& s : report.refused) out->add_refused(s);
+    for (const auto& s : report.notes) out->add_notes(s);
+    out->set_took_ms(report.took.count());
+    out->set_summary(report.Summary());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Status(grpc::ServerContext*, const admin::StatusRequest*, admin::StatusResponse* out) override {
+    out->set_host_version(CSI_PROXY_HOST_VERSION);
+    out->set_config_path(config_path_);
+    for (const GroupState& g : runtime_.Describe()) {
+      admin::GroupStatus* s = out->add_groups();
+      s->set_name(g.name);
+      s->set_group(g.group);
+      s->set_library(g.library);
+      s->set_plugin_version(g.plugin_version);
+      s->set_abi_version(g.abi_version);
+      for (const auto& e : g.endpoints) s->add_endpoints(e);
+      s->set_workers(g.limits.workers);
+      s->set_max_queued_calls(static_cast<int32_t>(g.limits.max_queued));
+      s->set_running(g.usage.executor.running);
+      s->set_queued(static_cast<int32_t>(g.usage.executor.queued));
+      s->set_in_flight(static_cast<int64_t>(g.usage.in_flight));
+      s->set_refused(g.usage.executor.refused);
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  HostRuntime& runtime_;
+  const std::string config_path_;
+  const std::function<StatusOr<HostConfig>()> load_config_;
+};
+
+AdminServer::AdminServer(HostRuntime& runtime, std::string config_path,
+                         std::function<StatusOr<HostConfig>()> load_config)
+    : service_(std::make_unique<Service>(runtime, std::move(config_path), std::move(load_config))) {}
+
+AdminServer::~AdminServer() { Stop(); }
+
+Status AdminServer::Start(const std::string& socket_path) {
+  CSI_PROXY_ASSIGN_OR_RETURN(fd_, ListenUnixSocket(socket_path, 0600, static_cast<gid_t>(-1)));
+  path_ = socket_path;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) return Internal("cannot start the admin server on " + socket_path);
+  CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start());
+  accept_loop_.Add(fd_, [server = server_.get()](int conn, const PeerCredentials&) {
+    grpc::AddInsecureChannelFromFd(server, conn);
+  });
+  return Status::Ok();
+}
+
+void AdminServer::Stop() {
+  accept_loop_.Stop();
+  if (fd_ >= 0) {
+    close(fd_);
+    unlink(path_.c_str());
+    fd_ = -1;
+  }
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+    server_.reset();
+  }
+}
+
+}  // namespace csi_proxy::host
