@@ -1,6 +1,8 @@
 // Parses and validates the host configuration; every error names the key and the line it is on.
 #include "config.h"
 
+#include "unix_socket.h"
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -120,11 +122,20 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
                       "must hold absolute paths, not '" + dir + "'");
     }
   }
+  if (const toml::node* n = t.get("socket_group")) {
+    auto gid = ResolveGroup(c.socket_group);
+    if (!gid.ok()) {
+      return KeyError(source, *n, "host.socket_group", "must be a group name or gid: " + gid.status().message());
+    }
+  }
   if (!IsValidLogLevel(c.log_level)) {
     return KeyError(source, *t.get("log_level"), "host.log_level",
                     "must be one of trace, debug, info, warn, error, not '" + c.log_level + "'");
   }
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "workers", 1, 1024, c.workers));
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "max_connections", 16, 1000000, c.max_connections));
+  CSI_PROXY_RETURN_IF_ERROR(
+      ReadInt(source, t, "host", "max_connections_per_uid", 1, 1000000, c.max_connections_per_uid));
   if (const toml::node* n = t.get("shutdown_timeout_seconds")) {
     auto v = n->value_exact<int64_t>();
     if (!v || *v < 0 || *v > 3600) {

@@ -2,10 +2,12 @@
 #include "host_runtime.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -22,6 +24,22 @@ void InParallel(size_t n, Fn fn) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i) threads.emplace_back([&fn, i] { fn(i); });
   for (auto& t : threads) t.join();
+}
+
+// The configured limits, within what the open-file limit allows (some descriptors stay for the groups' own work).
+ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
+  ConnectionLimits limits;
+  limits.max_total = static_cast<size_t>(config.max_connections);
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    constexpr rlim_t kHeadroom = 128;
+    limits.max_total = std::min<size_t>(
+        limits.max_total, nofile.rlim_cur > 2 * kHeadroom ? nofile.rlim_cur - kHeadroom : nofile.rlim_cur / 2);
+  }
+  limits.max_per_uid = config.max_connections_per_uid > 0 ? static_cast<size_t>(config.max_connections_per_uid)
+                                                          : std::max<size_t>(1, limits.max_total / 4);
+  limits.max_per_uid = std::min(limits.max_per_uid, limits.max_total);
+  return limits;
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -114,7 +132,18 @@ std::vector<std::string> HostRuntime::StopAll(const std::vector<std::shared_ptr<
 Status HostRuntime::Start(const HostConfig& config) {
   std::lock_guard lock(mu_);
   config_ = config;
-  CSI_PROXY_ASSIGN_OR_RETURN(socket_gid_, ResolveGroup(config.socket_group));
+  // A second host finds out before any group's init runs (an iSCSI group cleans its state up at init).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(config.endpoint_dir, ec)) {
+    if (entry.path().filename().string().rfind("csi-proxy-", 0) == 0) {
+      CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(entry.path().string()));
+    }
+  }
+  CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(config.admin_socket));
+  CSI_PROXY_RETURN_IF_ERROR(LockDirectory(config.state_dir));
+  auto gid = ResolveGroup(config.socket_group);
+  if (!gid.ok()) return gid.status().WithContext("socket_group");
+  socket_gid_ = *gid;
   for (const auto& group : config.groups) {
     if (!group.enabled) {
       spdlog::info("group '{}' is disabled in the configuration", group.name);
@@ -140,7 +169,7 @@ Status HostRuntime::Start(const HostConfig& config) {
     return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
   }
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
-  return accept_loop_.Start();
+  return accept_loop_.Start(ConnectionLimitsOf(config));
 }
 
 ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {

@@ -1,10 +1,12 @@
 // See listeners.h.
 #include "listeners.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,7 +28,9 @@ PeerCredentials PeerTable::Get(const std::string& grpc_peer) const {
   return it == by_fd_.end() ? PeerCredentials{} : it->second;
 }
 
-Status AcceptLoop::Start() {
+Status AcceptLoop::Start(ConnectionLimits limits) {
+  limits_ = limits;
+  reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return Internal(std::string("eventfd: ") + std::strerror(errno));
   thread_ = std::thread([this] { Run(); });
@@ -44,6 +48,8 @@ void AcceptLoop::Stop() {
   }
   if (wake_fd_ >= 0) close(wake_fd_);
   wake_fd_ = -1;
+  if (reserve_fd_ >= 0) close(reserve_fd_);
+  reserve_fd_ = -1;
 }
 
 void AcceptLoop::Wake() {
@@ -69,6 +75,83 @@ void AcceptLoop::Remove(int listen_fd) {
   // The loop takes a new snapshot only between rounds, so once it has seen this generation it is no longer
   // inside a callback of the removed socket.
   changed_.wait(lock, [&] { return seen_generation_ >= wanted || stopping_; });
+}
+
+void AcceptLoop::AcceptAll(int listen_fd, const OnConnection& on_connection) {
+  for (;;) {
+    int conn = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (conn < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if ((errno == EMFILE || errno == ENFILE) && reserve_fd_ >= 0) {
+        // Out of descriptors: the pending connection would keep the socket readable and this loop spinning.
+        // Give up the reserve to take it, close it, and take the reserve back.
+        close(reserve_fd_);
+        int dropped = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (dropped >= 0) close(dropped);
+        reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        WarnRefused("the process is out of file descriptors");
+        continue;
+      }
+      if (errno != EAGAIN) spdlog::warn("accept failed: {}", std::strerror(errno));
+      return;  // EAGAIN: drained
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    PeerCredentials peer;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) peer = {cred.pid, cred.uid, cred.gid};
+    if (!Admit(conn, peer)) {
+      close(conn);
+      continue;
+    }
+    on_connection(conn, peer);
+  }
+}
+
+bool AcceptLoop::Admit(int conn, const PeerCredentials& peer) {
+  struct stat st {};
+  if (fstat(conn, &st) != 0) return false;
+  // The fd number of a connection gRPC closed may come back: forget what it was.
+  if (auto old = connections_.find(conn); old != connections_.end()) {
+    --per_uid_[old->second.uid];
+    connections_.erase(old);
+  }
+  auto over = [&] { return connections_.size() >= limits_.max_total || per_uid_[peer.uid] >= limits_.max_per_uid; };
+  if (over()) Reconcile();
+  if (over()) {
+    WarnRefused(connections_.size() >= limits_.max_total
+                    ? "the host holds its maximum of " + std::to_string(limits_.max_total) + " connections"
+                    : "uid " + std::to_string(peer.uid) + " holds its maximum of " +
+                          std::to_string(limits_.max_per_uid) + " connections");
+    return false;
+  }
+  connections_[conn] = {st.st_ino, peer.uid};
+  ++per_uid_[peer.uid];
+  return true;
+}
+
+void AcceptLoop::Reconcile() {
+  // At most ten times a second: a flood at the limit must not turn into a scan per refused connection.
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_reconcile_ < std::chrono::milliseconds(100)) return;
+  last_reconcile_ = now;
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    struct stat st {};
+    if (fstat(it->first, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == it->second.inode) {
+      ++it;
+      continue;
+    }
+    --per_uid_[it->second.uid];
+    it = connections_.erase(it);
+  }
+}
+
+void AcceptLoop::WarnRefused(const std::string& why) {
+  ++refused_since_warning_;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_warning_ < std::chrono::seconds(10)) return;
+  spdlog::warn("refused {} connection(s): {}", refused_since_warning_, why);
+  refused_since_warning_ = 0;
+  last_warning_ = now;
 }
 
 void AcceptLoop::Run() {
@@ -100,16 +183,7 @@ void AcceptLoop::Run() {
       }
     }
     for (size_t i = 0; i + 1 < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      for (;;) {
-        int conn = accept4(fds[i].fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (conn < 0) break;  // EAGAIN: drained; anything else is logged by the next poll round
-        ucred cred{};
-        socklen_t len = sizeof cred;
-        PeerCredentials peer;
-        if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) peer = {cred.pid, cred.uid, cred.gid};
-        callbacks[i](conn, peer);
-      }
+      if (fds[i].revents != 0) AcceptAll(fds[i].fd, callbacks[i]);
     }
   }
   {

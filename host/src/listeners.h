@@ -2,6 +2,9 @@
 // peer's credentials (SO_PEERCRED) and hands the connection to that endpoint's gRPC server.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -25,6 +28,13 @@ class PeerTable {
   std::map<int, PeerCredentials> by_fd_;
 };
 
+// How many connections the host keeps open: in all, and for one uid, so that a flood of idle connections from one
+// caller can neither exhaust the host's file descriptors nor lock other callers out.
+struct ConnectionLimits {
+  size_t max_total = 4096;
+  size_t max_per_uid = 1024;
+};
+
 class AcceptLoop {
  public:
   // Takes ownership of a connected socket (non-blocking, close-on-exec) and the credentials of its peer.
@@ -35,7 +45,7 @@ class AcceptLoop {
   AcceptLoop(const AcceptLoop&) = delete;
   AcceptLoop& operator=(const AcceptLoop&) = delete;
 
-  Status Start();
+  Status Start(ConnectionLimits limits = {});
   // Stops accepting on every socket and joins the thread. Idempotent.
   void Stop();
 
@@ -47,6 +57,25 @@ class AcceptLoop {
  private:
   void Run();
   void Wake();
+  void AcceptAll(int listen_fd, const OnConnection& on_connection);
+  // Counts the connection in, or refuses it (false) when its uid or the host is at its limit.
+  bool Admit(int conn, const PeerCredentials& peer);
+  // Forgets connections gRPC has closed since (their fd is gone or now names another file).
+  void Reconcile();
+  void WarnRefused(const std::string& why);
+
+  ConnectionLimits limits_;
+  // Touched by the loop thread only.
+  struct Connection {
+    ino_t inode;
+    int64_t uid;
+  };
+  std::map<int, Connection> connections_;
+  std::map<int64_t, size_t> per_uid_;
+  int reserve_fd_ = -1;  // given up to accept-and-close a connection when the process is out of descriptors
+  uint64_t refused_since_warning_ = 0;
+  std::chrono::steady_clock::time_point last_warning_{};
+  std::chrono::steady_clock::time_point last_reconcile_{};
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
@@ -106,6 +107,13 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  // Every connection is a descriptor: take what the hard limit allows (systemd's default soft limit is 1024).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   std::string exe_dir = boost::dll::program_location().parent_path().string();
   if (opts.config_path.empty()) opts.config_path = exe_dir + "/../etc/csi-proxy/csi-proxy.toml";

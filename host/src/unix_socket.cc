@@ -1,13 +1,17 @@
 // See unix_socket.h.
 #include "unix_socket.h"
 
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -29,14 +33,46 @@ bool FillAddress(const std::string& path, sockaddr_un& addr) {
 StatusOr<gid_t> ResolveGroup(const std::string& name_or_gid) {
   if (name_or_gid.empty()) return static_cast<gid_t>(-1);
   if (name_or_gid.find_first_not_of("0123456789") == std::string::npos) {
-    return static_cast<gid_t>(std::stoul(name_or_gid));
+    // (gid_t)-1 means "no change" to chown, so the largest valid gid is one less.
+    uint64_t gid = 0;
+    auto [end, ec] = std::from_chars(name_or_gid.data(), name_or_gid.data() + name_or_gid.size(), gid);
+    if (ec != std::errc() || end != name_or_gid.data() + name_or_gid.size() || gid >= UINT32_MAX) {
+      return InvalidArgument("'" + name_or_gid + "' is not a valid gid (0 to 4294967294)");
+    }
+    return static_cast<gid_t>(gid);
   }
   std::vector<char> buf(16384);
   group gr{};
   group* found = nullptr;
   int rc = getgrnam_r(name_or_gid.c_str(), &gr, buf.data(), buf.size(), &found);
-  if (rc != 0 || found == nullptr) return NotFound("socket_group '" + name_or_gid + "' is not a known group");
+  if (rc != 0 || found == nullptr) return NotFound("'" + name_or_gid + "' is not a known group");
   return found->gr_gid;
+}
+
+Status RequireNotServed(const std::string& path) {
+  sockaddr_un addr;
+  struct stat st;
+  if (!FillAddress(path, addr) || lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return Status::Ok();
+  int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe < 0) return Internal("socket: " + Errno());
+  int rc = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  close(probe);
+  if (rc == 0) return FailedPrecondition("endpoint " + path + " is busy: another process is serving it");
+  return Status::Ok();
+}
+
+Status LockDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Internal("cannot create " + dir + ": " + Errno());
+  std::string path = dir + "/.csi-proxy.lock";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Internal("cannot open " + path + ": " + Errno());
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    Status s = errno == EWOULDBLOCK ? FailedPrecondition("another csi-proxy uses the state directory " + dir)
+                                    : Internal("cannot lock " + path + ": " + Errno());
+    close(fd);
+    return s;
+  }
+  return Status::Ok();  // the descriptor stays open, and locked, until the process exits
 }
 
 StatusOr<int> ListenUnixSocket(const std::string& path, uint32_t mode, gid_t group) {

@@ -14,6 +14,14 @@ namespace csi_proxy::host {
 // Returns the listening fd (non-blocking, close-on-exec).
 StatusOr<int> ListenUnixSocket(const std::string& path, uint32_t mode, gid_t group /* or -1 */);
 
+// Fails with FAILED_PRECONDITION ("endpoint <path> is busy: another process is serving it") when a socket at
+// `path` accepts connections; any other state (absent, stale, not a socket) passes.
+Status RequireNotServed(const std::string& path);
+
+// Takes an exclusive lock on `dir` (created if missing) for the life of the process, so that two hosts never share
+// state. Fails with FAILED_PRECONDITION when another process holds it.
+Status LockDirectory(const std::string& dir);
+
 // Resolves a group name or a numeric gid; empty gives -1 (leave unchanged).
 StatusOr<gid_t> ResolveGroup(const std::string& name_or_gid);
 
