@@ -13,12 +13,10 @@
 #include <deque>
 #include <vector>
 
-namespace csi_proxy::common {
+#include "errno_linux.h"
+#include "text.h"
 
-void UniqueFd::Reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
+namespace csi_proxy::common {
 
 int Openat2(int dirfd, const char* path, int flags, uint64_t resolve, mode_t mode) {
   struct open_how how;
@@ -32,29 +30,6 @@ int Openat2(int dirfd, const char* path, int flags, uint64_t resolve, mode_t mod
     int err = errno;
     if ((err == EINTR || err == EAGAIN) && attempt < 64) continue;
     return -err;
-  }
-}
-
-Status ErrnoStatus(int err, const std::string& what) {
-  std::string message = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT:
-      return NotFound(std::move(message));
-    case EEXIST:
-      return AlreadyExists(std::move(message));
-    case ENOTDIR:
-    case EISDIR:
-    case ENOTEMPTY:
-    case EBUSY:
-    case EROFS:
-      return FailedPrecondition(std::move(message));
-    case EPERM:
-    case EACCES:
-      return PermissionDenied(std::move(message));
-    case ENAMETOOLONG:
-      return InvalidArgument(std::move(message));
-    default:
-      return Internal(std::move(message));
   }
 }
 

@@ -11,6 +11,12 @@
 #include <fstream>
 #include <memory>
 
+#include "block_probe_linux.h"
+#include "errno_linux.h"
+#include "mount_table_linux.h"
+#include "partition_table_linux.h"
+#include "text.h"
+
 namespace csi_proxy::disk {
 namespace fs = std::filesystem;
 using common::BlockDevice;
@@ -151,9 +157,9 @@ Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
   // Tell the kernel. The disk had no partitions in use, so a full re-read disturbs nothing; BLKPG then adds
   // whatever the kernel's own parsers did not find (some kernels are built without any).
   (void)common::RereadPartitionTable(fd->get());
-  if (!devices_.KernelPartitionsMatchTable(*disk)) {
+  if (!common::KernelPartitionsMatchTable(devices_, *disk)) {
     CSI_PROXY_RETURN_IF_ERROR(
-        devices_.SyncKernelPartitions(*disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
+        common::SyncKernelPartitions(devices_, *disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
   }
   auto part = devices_.WaitForPartition(*disk, number, kPartitionAppearTimeout);
   return part.ok() ? Status::Ok() : part.status().WithContext(what);
@@ -232,7 +238,7 @@ Status LinuxDiskBackend::Rescan() {
     // it runs only on an unused disk where the kernel lists no partitions; BLKPG then adds and resizes single
     // partitions, also on a busy disk. Partitions only the kernel knows are left alone: someone may have added
     // them on purpose.
-    if (devices_.KernelPartitionsMatchTable(disk)) continue;
+    if (common::KernelPartitionsMatchTable(devices_, disk)) continue;
     auto fd =
         common::OpenAndLockDisk(disk.path, O_RDONLY | O_NONBLOCK, /*exclusive=*/true, std::chrono::milliseconds(0));
     if (!fd.ok()) continue;
@@ -240,8 +246,8 @@ Status LinuxDiskBackend::Rescan() {
     if (kernel.ok() && kernel->empty() && !devices_.DescribeUse(disk, *mounts)) {
       (void)common::RereadPartitionTable(fd->get());
     }
-    if (!devices_.KernelPartitionsMatchTable(disk)) {
-      (void)devices_.SyncKernelPartitions(disk, fd->get(), /*remove_vanished=*/false);
+    if (!common::KernelPartitionsMatchTable(devices_, disk)) {
+      (void)common::SyncKernelPartitions(devices_, disk, fd->get(), /*remove_vanished=*/false);
     }
   }
   return Status::Ok();

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "confined_open_linux.h"
+#include "errno_linux.h"
 #include "filesystem_backend.h"
+#include "text.h"
 
 namespace csi_proxy::filesystem {
 namespace {

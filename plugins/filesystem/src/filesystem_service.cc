@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "text.h"
+
 namespace csi_proxy::filesystem {
 
 StatusOr<bool> FilesystemService::PathExists(std::string_view path) {

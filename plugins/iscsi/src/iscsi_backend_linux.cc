@@ -18,7 +18,7 @@
 #include <set>
 #include <sstream>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
 #include "iscsi_validation.h"
 #include "kernel_module_linux.h"
 #include "run_program.h"

@@ -11,9 +11,10 @@
 #include <fstream>
 #include <mutex>
 
-#include "block_devices_linux.h"
 #include "confined_open_linux.h"
+#include "errno_linux.h"
 #include "kernel_module_linux.h"
+#include "mount_table_linux.h"
 #include "run_program.h"
 #include "smb_validation.h"
 #include "text.h"

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "errno_linux.h"
+
 namespace csi_proxy::volume {
 namespace {
 

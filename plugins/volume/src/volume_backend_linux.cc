@@ -17,9 +17,13 @@
 #include <memory>
 #include <optional>
 
+#include "block_probe_linux.h"
 #include "confined_open_linux.h"
+#include "errno_linux.h"
 #include "mount_linux.h"
+#include "partition_table_linux.h"
 #include "run_program.h"
+#include "text.h"
 
 namespace csi_proxy::volume {
 

@@ -1,6 +1,8 @@
 // The volume group's version-neutral service; see volume_service.h.
 #include "volume_service.h"
 
+#include "text.h"
+
 namespace csi_proxy::volume {
 namespace {
 
