@@ -151,15 +151,14 @@ Server::Server(const HostConfig& config, const EndpointRegistry& registry) : con
 Server::~Server() { Shutdown(std::chrono::milliseconds(0)); }
 
 Status Server::Start() {
-  auto gid = ResolveGroup(config_.socket_group);
-  if (!gid.ok()) return gid.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto gid, ResolveGroup(config_.socket_group));
   pool_ = std::make_unique<WorkerPool>(config_.workers, static_cast<size_t>(config_.workers) * 256);
 
   for (const auto& [name, endpoint] : registry_.endpoints()) {
     auto l = std::make_unique<Listener>();
     l->endpoint = &endpoint;
     l->path = config_.endpoint_dir + "/" + name;
-    auto fd = ListenUnixSocket(l->path, config_.socket_mode, *gid);
+    auto fd = ListenUnixSocket(l->path, config_.socket_mode, gid);
     if (!fd.ok()) {
       Shutdown(std::chrono::milliseconds(0));
       return fd.status();

@@ -196,12 +196,11 @@ StatusOr<BlockDevice> BlockDevices::ResolveVolumeId(std::string_view volume_id) 
   struct stat st {};
   if (stat(resolved, &st) != 0) return NotFound(ErrnoMessage(QuotePath(id), errno));
   if (!S_ISBLK(st.st_mode)) return InvalidArgument("volume id " + QuotePath(id) + " is not a block device");
-  auto device = DeviceByDevno(st.st_rdev);
-  if (!device.ok()) return device.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto device, DeviceByDevno(st.st_rdev));
   // Prefer the kernel's own node name; keep the resolved node if that one is missing or different.
   struct stat canonical {};
-  if (stat(device->path.c_str(), &canonical) != 0 || !S_ISBLK(canonical.st_mode) || canonical.st_rdev != st.st_rdev) {
-    device->path = resolved_path;
+  if (stat(device.path.c_str(), &canonical) != 0 || !S_ISBLK(canonical.st_mode) || canonical.st_rdev != st.st_rdev) {
+    device.path = resolved_path;
   }
   return device;
 }
@@ -240,12 +239,11 @@ StatusOr<BlockDevice> BlockDevices::WaitForPartition(const BlockDevice& disk, ui
   const auto start = std::chrono::steady_clock::now();
   std::optional<bool> devtmpfs;
   for (;;) {
-    auto parts = PartitionsOf(disk);
-    if (!parts.ok()) return parts.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto parts, PartitionsOf(disk));
     auto it =
-        std::find_if(parts->begin(), parts->end(), [&](const BlockDevice& p) { return p.partition_number == number; });
+        std::find_if(parts.begin(), parts.end(), [&](const BlockDevice& p) { return p.partition_number == number; });
     const auto waited = std::chrono::steady_clock::now() - start;
-    if (it != parts->end()) {
+    if (it != parts.end()) {
       struct stat st {};
       if (stat(it->path.c_str(), &st) == 0 && S_ISBLK(st.st_mode) && st.st_rdev == it->devno) return *it;
       // devtmpfs creates the node itself within moments; without it (or if it does not), create it here.

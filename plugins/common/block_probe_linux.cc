@@ -43,9 +43,8 @@ std::string LookupValue(blkid_probe pr, const char* name) {
 }  // namespace
 
 StatusOr<Signatures> ProbeSignatures(const std::string& device_path) {
-  auto pr = NewProbe(device_path);
-  if (!pr.ok()) return pr.status();
-  blkid_probe p = pr->get();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto pr, NewProbe(device_path));
+  blkid_probe p = pr.get();
   blkid_probe_enable_superblocks(p, 1);
   blkid_probe_set_superblocks_flags(p, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_USAGE | BLKID_SUBLKS_UUID | BLKID_SUBLKS_LABEL);
   blkid_probe_enable_partitions(p, 1);
@@ -78,9 +77,8 @@ std::string DescribeSignatures(const Signatures& sig) {
 }
 
 StatusOr<std::vector<PartitionEntry>> ReadPartitionEntries(const std::string& disk_path) {
-  auto pr = NewProbe(disk_path);
-  if (!pr.ok()) return pr.status();
-  blkid_probe p = pr->get();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto pr, NewProbe(disk_path));
+  blkid_probe p = pr.get();
   blkid_probe_enable_superblocks(p, 0);
   blkid_probe_enable_partitions(p, 1);
   blkid_probe_set_partitions_flags(p, BLKID_PARTS_ENTRY_DETAILS);

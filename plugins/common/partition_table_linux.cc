@@ -94,24 +94,21 @@ bool KernelPartitionsMatchTable(const BlockDevices& devices, const BlockDevice& 
 }
 
 Status SyncKernelPartitions(const BlockDevices& devices, const BlockDevice& disk, int disk_fd, bool remove_vanished) {
-  auto entries = ReadPartitionEntries(disk.path);
-  if (!entries.ok()) return entries.status();
-  auto kernel = devices.PartitionsOf(disk);
-  if (!kernel.ok()) return kernel.status();
-  auto mounts = ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto entries, ReadPartitionEntries(disk.path));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto kernel, devices.PartitionsOf(disk));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, ReadMountTable());
   Status first_error;
   auto note = [&](Status s) {
     if (!s.ok() && first_error.ok()) first_error = s.WithContext(disk.path);
   };
   auto entry_of = [&](uint32_t number) -> const PartitionEntry* {
-    for (const auto& e : *entries) {
+    for (const auto& e : entries) {
       if (e.number == number) return &e;
     }
     return nullptr;
   };
   std::vector<uint32_t> present;
-  for (const auto& k : *kernel) {
+  for (const auto& k : kernel) {
     const PartitionEntry* e = entry_of(k.partition_number);
     if (e != nullptr && e->start_bytes == k.start_bytes) {
       present.push_back(k.partition_number);
@@ -120,13 +117,13 @@ Status SyncKernelPartitions(const BlockDevices& devices, const BlockDevice& disk
       }
       continue;
     }
-    if (!remove_vanished || devices.DescribeUse(k, *mounts)) {  // gone from the table but kept (in use, or asked to)
+    if (!remove_vanished || devices.DescribeUse(k, mounts)) {  // gone from the table but kept (in use, or asked to)
       present.push_back(k.partition_number);
       continue;
     }
     note(KernelDeletePartition(disk_fd, k.partition_number));
   }
-  for (const auto& e : *entries) {
+  for (const auto& e : entries) {
     if (std::find(present.begin(), present.end(), e.number) != present.end()) continue;
     note(KernelAddPartition(disk_fd, e.number, e.start_bytes,
                             e.is_extended ? std::min(e.size_bytes, kExtendedPartitionKernelSize) : e.size_bytes));
