@@ -6,7 +6,7 @@
 //     (/sys/block/<dev>/diskseq), unique per boot and never reused;
 //   - a volume ID is the canonical device node of a partition (/dev/loop3p1) or, for a filesystem on the whole
 //     disk, of the disk itself (/dev/loop3).
-// Reading only: what is on a device is block_probe_linux.h, changing its partitions partition_table_linux.h.
+// What is on a device is block_probe_linux.h; changing a disk's partitions is partition_table_linux.h.
 #pragma once
 
 #include <sys/types.h>
