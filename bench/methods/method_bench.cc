@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "bench_host.h"
-#include "block_devices_linux.h"
 #include "cleanup.h"
 #include "loop_devices.h"
+#include "partition_table_linux.h"
 #include "raw_client.h"
 #include "results.h"
 #include "run_program.h"

@@ -13,12 +13,10 @@
 #include <deque>
 #include <vector>
 
-namespace csi_proxy::common {
+#include "errno_linux.h"
+#include "text.h"
 
-void UniqueFd::Reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
+namespace csi_proxy::common {
 
 int Openat2(int dirfd, const char* path, int flags, uint64_t resolve, mode_t mode) {
   struct open_how how;
@@ -32,29 +30,6 @@ int Openat2(int dirfd, const char* path, int flags, uint64_t resolve, mode_t mod
     int err = errno;
     if ((err == EINTR || err == EAGAIN) && attempt < 64) continue;
     return -err;
-  }
-}
-
-Status ErrnoStatus(int err, const std::string& what) {
-  std::string message = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT:
-      return NotFound(std::move(message));
-    case EEXIST:
-      return AlreadyExists(std::move(message));
-    case ENOTDIR:
-    case EISDIR:
-    case ENOTEMPTY:
-    case EBUSY:
-    case EROFS:
-      return FailedPrecondition(std::move(message));
-    case EPERM:
-    case EACCES:
-      return PermissionDenied(std::move(message));
-    case ENAMETOOLONG:
-      return InvalidArgument(std::move(message));
-    default:
-      return Internal(std::move(message));
   }
 }
 
@@ -97,9 +72,8 @@ class Walker {
       : policy_(policy), path_(path), field_(field), mode_(mode), access_(access) {}
 
   StatusOr<OpenedParent> Run() {
-    auto root = OpenRootDir(path_.root);
-    if (!root.ok()) return root.status();
-    stack_.push_back(std::move(root).value());
+    CSI_PROXY_ASSIGN_OR_RETURN(auto root, OpenRootDir(path_.root));
+    stack_.push_back(std::move(root));
 
     std::deque<Step> todo;
     for (auto& part : SplitPath(path_.relative)) todo.push_back({std::move(part), false});
@@ -121,9 +95,7 @@ class Walker {
         continue;
       }
 
-      auto opened = OpenComponent(step);
-      if (!opened.ok()) return opened.status();
-      UniqueFd fd = std::move(opened).value();
+      CSI_PROXY_ASSIGN_OR_RETURN(UniqueFd fd, OpenComponent(step));
       struct stat st;
       if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, Describe("examining"));
 
@@ -136,10 +108,9 @@ class Walker {
         if (text->front() == '/') {
           std::optional<RootedText> rooted = policy_.SplitAtRoot(*text, access_ == Access::kExamine);
           if (!rooted) return Escape("through a symlink that points outside them");
-          auto new_root = OpenRootDir(rooted->root);
-          if (!new_root.ok()) return new_root.status();
+          CSI_PROXY_ASSIGN_OR_RETURN(auto new_root, OpenRootDir(rooted->root));
           stack_.clear();
-          stack_.push_back(std::move(new_root).value());
+          stack_.push_back(std::move(new_root));
           parts = std::move(rooted->rest);
         } else {
           parts = SplitPath(*text);  // relative to the directory holding the link: stack_.back()
@@ -215,9 +186,8 @@ StatusOr<OpenedParent> OpenParent(const PathPolicy& policy, const ConfinedPath& 
 
 StatusOr<UniqueFd> OpenFollowing(const PathPolicy& policy, const ConfinedPath& path, std::string_view field,
                                  Access access) {
-  auto r = Walker(policy, path, field, WalkMode::kFollow, access).Run();
-  if (!r.ok()) return r.status();
-  return std::move(r->dir);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto r, Walker(policy, path, field, WalkMode::kFollow, access).Run());
+  return std::move(r.dir);
 }
 
 StatusOr<UniqueFd> OpenCreatingDirs(const PathPolicy& policy, const ConfinedPath& path, std::string_view field) {

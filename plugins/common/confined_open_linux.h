@@ -21,43 +21,16 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "csi_proxy/status.hpp"
 #include "path_policy.h"
+#include "unique_fd_linux.h"
 
 namespace csi_proxy::common {
-
-// Owns one file descriptor; closes it on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) Reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
 
 // openat2(2) with how = {flags | O_CLOEXEC, mode, resolve}; retries EINTR and EAGAIN (the kernel's answer to a
 // concurrent rename during a RESOLVE_BENEATH walk). Returns the descriptor or -errno.
 int Openat2(int dirfd, const char* path, int flags, uint64_t resolve, mode_t mode = 0);
-
-// "what: <strerror>" with a gRPC code chosen from errno: ENOENT NOT_FOUND, EEXIST ALREADY_EXISTS,
-// ENOTDIR/EISDIR/ENOTEMPTY/EBUSY/EROFS FAILED_PRECONDITION, EPERM/EACCES PERMISSION_DENIED,
-// ENAMETOOLONG INVALID_ARGUMENT, anything else INTERNAL.
-Status ErrnoStatus(int err, const std::string& what);
 
 // The directory that holds a path's last component.
 struct OpenedParent {

@@ -2,8 +2,9 @@
 #include "path_policy.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
+
+#include "text.h"
 
 namespace csi_proxy::common {
 namespace {
@@ -23,24 +24,6 @@ std::string Join(const std::vector<std::string>& parts, size_t from, size_t to) 
 }
 
 }  // namespace
-
-std::string QuotePath(std::string_view path) {
-  std::string out = "\"";
-  for (unsigned char c : path) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-  return out;
-}
 
 std::vector<std::string> SplitPath(std::string_view path) {
   std::vector<std::string> parts;

@@ -75,10 +75,6 @@ class PathPolicy {
   std::vector<Dir> dirs_;
 };
 
-// The path in double quotes with control bytes, quotes and backslashes escaped, so request data cannot forge
-// log lines or messages.
-std::string QuotePath(std::string_view path);
-
 // Splits at '/', dropping empty components; "." and ".." are kept.
 std::vector<std::string> SplitPath(std::string_view path);
 

@@ -160,14 +160,12 @@ StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv, const P
 }
 
 Status RunProgramChecked(const std::vector<std::string>& argv, const ProgramOptions& options) {
-  auto result = RunProgram(argv, options);
-  if (!result.ok()) return result.status();
-  if (result->exit_code == 0) return Status::Ok();
-  std::string tail =
-      result->output.size() > 2000 ? result->output.substr(result->output.size() - 2000) : result->output;
+  CSI_PROXY_ASSIGN_OR_RETURN(auto result, RunProgram(argv, options));
+  if (result.exit_code == 0) return Status::Ok();
+  std::string tail = result.output.size() > 2000 ? result.output.substr(result.output.size() - 2000) : result.output;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
-  std::string how = result->term_signal ? "was killed by signal " + std::to_string(result->term_signal)
-                                        : "exited with status " + std::to_string(result->exit_code);
+  std::string how = result.term_signal ? "was killed by signal " + std::to_string(result.term_signal)
+                                       : "exited with status " + std::to_string(result.exit_code);
   return Internal(Basename(argv[0]) + " " + how + (tail.empty() ? "" : ": " + tail));
 }
 

@@ -6,6 +6,19 @@
 
 namespace csi_proxy::common {
 
+bool ParseDecimal(std::string_view text, uint64_t& out) {
+  if (text.empty() || text.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    uint64_t next = v * 10 + static_cast<uint64_t>(c - '0');
+    if (next / 10 != v) return false;  // overflow
+    v = next;
+  }
+  out = v;
+  return true;
+}
+
 std::string AsciiLower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -50,6 +63,24 @@ std::string OutputTail(const std::string& output) {
   std::string t = output.size() > 1000 ? output.substr(output.size() - 1000) : output;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   return t;
+}
+
+std::string QuotePath(std::string_view path) {
+  std::string out = "\"";
+  for (unsigned char c : path) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+  return out;
 }
 
 }  // namespace csi_proxy::common

@@ -19,17 +19,6 @@ namespace csi_proxy::testing {
 
 namespace fs = std::filesystem;
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/csi-proxy-test-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
 std::string BuildDir() { return CSI_PROXY_BUILD_DIR; }
 std::string HostBinary() { return BuildDir() + "/bin/csi-proxy"; }
 std::string PluginDir() { return BuildDir() + "/lib/csi-proxy/plugins"; }

@@ -9,20 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace csi_proxy::testing {
-
-// A directory under /tmp removed (recursively) on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Paths of the build tree the tests run from.
 std::string BuildDir();

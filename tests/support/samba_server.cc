@@ -48,12 +48,13 @@ std::unique_ptr<SambaServer> SambaServer::Start(const SambaServerOptions& option
   }
   server->smbd_ = *smbd;
   server->smbclient_ = *smbclient;
-  char tmpl[] = "/tmp/csi-proxy-samba-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    *why_not = std::string("mkdtemp: ") + std::strerror(errno);
+  try {
+    server->temp_ = std::make_unique<testing::TempDir>();
+  } catch (const std::exception& e) {
+    *why_not = e.what();
     return nullptr;
   }
-  const std::string dir = tmpl;
+  const std::string dir = server->temp_->path();
   server->dir_ = dir;
   server->share_dir_ = dir + "/share";
   server->config_ = dir + "/smb.conf";
@@ -199,10 +200,7 @@ void SambaServer::Stop() {
 
 SambaServer::~SambaServer() {
   Stop();
-  if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  temp_.reset();
 }
 
 }  // namespace csi_proxy::test_support

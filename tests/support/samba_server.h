@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "temp_dir.h"
+
 namespace csi_proxy::test_support {
 
 struct SambaServerOptions {
@@ -54,6 +56,7 @@ class SambaServer {
   void Stop();
 
   SambaServerOptions options_;
+  std::unique_ptr<testing::TempDir> temp_;  // holds dir_
   std::string dir_, share_dir_, config_, smbd_, smbclient_;
   uint16_t port_ = 0;
   pid_t pid_ = -1;

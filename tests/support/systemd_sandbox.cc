@@ -167,12 +167,13 @@ std::unique_ptr<SystemdSandbox> SystemdSandbox::Start(const Options& options, st
   }
 
   std::unique_ptr<SystemdSandbox> box(new SystemdSandbox());
-  char tmpl[] = "/tmp/csi-systemd-sandbox-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    *why = std::string("mkdtemp: ") + std::strerror(errno);
+  try {
+    box->temp_ = std::make_unique<testing::TempDir>();
+  } catch (const std::exception& e) {
+    *why = e.what();
     return nullptr;
   }
-  box->dir_ = tmpl;
+  box->dir_ = box->temp_->path();
   std::error_code ec;
   fs::create_directories(box->unit_dir(), ec);
   fs::create_directories(box->dir_ + "/run-systemd", ec);
@@ -363,11 +364,8 @@ void SystemdSandbox::Stop() {
   }
   if (!cgroup_dir_.empty()) RemoveCgroupTree(cgroup_dir_);
   cgroup_dir_.clear();
-  if (!dir_.empty()) {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-    dir_.clear();
-  }
+  temp_.reset();
+  dir_.clear();
 }
 
 std::vector<pid_t> SystemdSandbox::UnitProcesses(const std::string& unit) const {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace csi_proxy::testing {
 
 class SystemdSandbox {
@@ -58,11 +60,12 @@ class SystemdSandbox {
   SystemdSandbox() = default;
   void Stop();
 
-  std::string dir_;         // the temporary directory (units, run-systemd, console log)
-  std::string cgroup_dir_;  // the cgroup created for the sandbox
-  pid_t helper_pid_ = -1;   // our child: it entered the namespaces and waits for PID 1
-  pid_t init_pid_ = -1;     // systemd, PID 1 inside, seen from here
-  int init_pidfd_ = -1;     // a pidfd for init_pid_, so a kill can never hit a recycled PID
+  std::unique_ptr<testing::TempDir> temp_;  // holds dir_
+  std::string dir_;                         // the temporary directory (units, run-systemd, console log)
+  std::string cgroup_dir_;                  // the cgroup created for the sandbox
+  pid_t helper_pid_ = -1;                   // our child: it entered the namespaces and waits for PID 1
+  pid_t init_pid_ = -1;                     // systemd, PID 1 inside, seen from here
+  int init_pidfd_ = -1;                     // a pidfd for init_pid_, so a kill can never hit a recycled PID
 };
 
 }  // namespace csi_proxy::testing

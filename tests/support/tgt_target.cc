@@ -58,12 +58,13 @@ std::unique_ptr<TgtTarget> TgtTarget::Start(const TgtTargetOptions& options, std
   }
   target->tgtd_ = *tgtd;
   target->tgtadm_ = *tgtadm;
-  char tmpl[] = "/tmp/csi-proxy-tgt-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    *why_not = std::string("mkdtemp: ") + std::strerror(errno);
+  try {
+    target->temp_ = std::make_unique<testing::TempDir>();
+  } catch (const std::exception& e) {
+    *why_not = e.what();
     return nullptr;
   }
-  target->dir_ = tmpl;
+  target->dir_ = target->temp_->path();
   target->run_dir_ = target->dir_ + "/run";
   std::filesystem::create_directory(target->run_dir_);
   for (const char* path : {"/run", "/var/run"}) {
@@ -256,10 +257,7 @@ void TgtTarget::Stop() {
 
 TgtTarget::~TgtTarget() {
   Stop();
-  if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  temp_.reset();
 }
 
 }  // namespace csi_proxy::test_support

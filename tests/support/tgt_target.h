@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace csi_proxy::test_support {
 
 struct TgtTargetOptions {
@@ -50,7 +52,8 @@ class TgtTarget {
   void Stop();
 
   TgtTargetOptions options_;
-  std::string dir_;  // private temp dir (backing files, log)
+  std::unique_ptr<testing::TempDir> temp_;  // holds dir_
+  std::string dir_;                         // private temp dir (backing files, log)
   std::string tgtd_, tgtadm_;
   std::string run_dir_;                   // bound over /run (and /var/run) in tgtd's and tgtadm's mount namespace
   std::vector<std::string> bind_points_;  // the real paths of /run and /var/run

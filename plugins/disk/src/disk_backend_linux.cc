@@ -11,6 +11,12 @@
 #include <fstream>
 #include <memory>
 
+#include "block_probe_linux.h"
+#include "errno_linux.h"
+#include "mount_table_linux.h"
+#include "partition_table_linux.h"
+#include "text.h"
+
 namespace csi_proxy::disk {
 namespace fs = std::filesystem;
 using common::BlockDevice;
@@ -59,10 +65,9 @@ struct FdiskTypeDeleter {
 LinuxDiskBackend::LinuxDiskBackend(LinuxDiskOptions options) : options_(std::move(options)), devices_(options_.roots) {}
 
 StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations() {
-  auto disks = devices_.ListDisks();
-  if (!disks.ok()) return disks.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, devices_.ListDisks());
   std::map<uint32_t, DiskLocation> locations;
-  for (const auto& disk : *disks) {
+  for (const auto& disk : disks) {
     auto number = common::DiskNumberOf(disk);  // a disk that cannot be named is left out
     if (!number) continue;
     auto address = devices_.ScsiAddressOf(disk);
@@ -74,10 +79,9 @@ StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations()
 }
 
 StatusOr<std::map<uint32_t, DiskIds>> LinuxDiskBackend::ListDiskIds() {
-  auto disks = devices_.ListDisks();
-  if (!disks.ok()) return disks.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, devices_.ListDisks());
   std::map<uint32_t, DiskIds> ids;
-  for (const auto& disk : *disks) {
+  for (const auto& disk : disks) {
     auto number = common::DiskNumberOf(disk);
     if (!number) continue;
     auto found = devices_.IdentifiersOf(disk);
@@ -87,9 +91,8 @@ StatusOr<std::map<uint32_t, DiskIds>> LinuxDiskBackend::ListDiskIds() {
 }
 
 StatusOr<uint32_t> LinuxDiskBackend::FindDiskByPage83(const std::string& page83) {
-  auto disks = devices_.ListDisks();
-  if (!disks.ok()) return disks.status();
-  for (const auto& disk : *disks) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, devices_.ListDisks());
+  for (const auto& disk : disks) {
     auto number = common::DiskNumberOf(disk);
     if (number && devices_.IdentifiersOf(disk).page83 == page83) return *number;
   }
@@ -97,42 +100,39 @@ StatusOr<uint32_t> LinuxDiskBackend::FindDiskByPage83(const std::string& page83)
 }
 
 StatusOr<int64_t> LinuxDiskBackend::GetDiskSize(uint32_t disk_number) {
-  auto disk = devices_.DiskByNumber(disk_number);
-  if (!disk.ok()) return disk.status();
-  return static_cast<int64_t>(disk->size_bytes);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  return static_cast<int64_t>(disk.size_bytes);
 }
 
 Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
-  auto disk = devices_.DiskByNumber(disk_number);
-  if (!disk.ok()) return disk.status();
-  const std::string what = DiskText(disk_number, *disk);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  const std::string what = DiskText(disk_number, disk);
 
   // Idempotent: a disk that already has a partition (other than Microsoft Reserved) is left as it is.
-  auto entries = common::ReadPartitionEntries(disk->path);
+  auto entries = common::ReadPartitionEntries(disk.path);
   if (!entries.ok()) return entries.status().WithContext("reading the partition table of " + what);
   if (HasDataPartition(*entries)) return Status::Ok();
 
-  if (auto partscan = common::ReadAttribute(devices_.SysfsDir(disk->name) + "/partscan");
+  if (auto partscan = common::ReadAttribute(devices_.SysfsDir(disk.name) + "/partscan");
       partscan.ok() && *partscan == "0") {
     return FailedPrecondition(what +
                               ": the kernel does not scan partitions on this device (for a loop device: "
                               "attach it with partition scanning)");
   }
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  if (auto use = devices_.DescribeUse(*disk, *mounts)) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  if (auto use = devices_.DescribeUse(disk, mounts)) {
     return FailedPrecondition(what + " is in use: " + *use + "; refusing to partition it");
   }
 
   // Exclusive open (no mount can start meanwhile) plus the udev-convention lock on the whole disk.
-  auto fd = common::OpenAndLockDisk(disk->path, O_RDWR | O_EXCL, /*exclusive=*/true);
+  auto fd = common::OpenAndLockDisk(disk.path, O_RDWR | O_EXCL, /*exclusive=*/true);
   if (!fd.ok()) return fd.status().WithContext("partitioning " + what);
 
   // Look again now that nobody else can change it.
-  entries = common::ReadPartitionEntries(disk->path);
+  entries = common::ReadPartitionEntries(disk.path);
   if (!entries.ok()) return entries.status().WithContext("reading the partition table of " + what);
   if (HasDataPartition(*entries)) return Status::Ok();
-  auto sig = common::ProbeSignatures(disk->path);
+  auto sig = common::ProbeSignatures(disk.path);
   if (!sig.ok()) return sig.status().WithContext("probing " + what);
   if (sig->ambivalent) {
     return FailedPrecondition(what + " holds several conflicting signatures; refusing to partition it");
@@ -145,17 +145,17 @@ Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
   uint32_t number = 0;
   uint64_t start = 0, size = 0;
   CSI_PROXY_RETURN_IF_ERROR(
-      WritePartitionTable(*disk, fd->get(), number, start, size).WithContext("partitioning " + what));
-  if (fsync(fd->get()) != 0) return Internal(common::ErrnoMessage("fsync " + disk->path, errno));
+      WritePartitionTable(disk, fd->get(), number, start, size).WithContext("partitioning " + what));
+  if (fsync(fd->get()) != 0) return Internal(common::ErrnoMessage("fsync " + disk.path, errno));
 
   // Tell the kernel. The disk had no partitions in use, so a full re-read disturbs nothing; BLKPG then adds
   // whatever the kernel's own parsers did not find (some kernels are built without any).
   (void)common::RereadPartitionTable(fd->get());
-  if (!devices_.KernelPartitionsMatchTable(*disk)) {
+  if (!common::KernelPartitionsMatchTable(devices_, disk)) {
     CSI_PROXY_RETURN_IF_ERROR(
-        devices_.SyncKernelPartitions(*disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
+        common::SyncKernelPartitions(devices_, disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
   }
-  auto part = devices_.WaitForPartition(*disk, number, kPartitionAppearTimeout);
+  auto part = devices_.WaitForPartition(disk, number, kPartitionAppearTimeout);
   return part.ok() ? Status::Ok() : part.status().WithContext(what);
 }
 
@@ -218,11 +218,9 @@ Status LinuxDiskBackend::Rescan() {
        it.increment(ec)) {
     (void)WriteAttribute(it->path().string() + "/scan", "- - -");  // a host that cannot scan is not an error
   }
-  auto disks = devices_.ListDisks();
-  if (!disks.ok()) return disks.status();
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  for (const auto& disk : *disks) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, devices_.ListDisks());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  for (const auto& disk : disks) {
     // SCSI disks re-read their capacity; loop devices already report a changed capacity.
     const std::string rescan = options_.roots.sys + "/block/" + disk.name + "/device/rescan";
     if (fs::exists(rescan, ec)) (void)WriteAttribute(rescan, "1");
@@ -232,16 +230,16 @@ Status LinuxDiskBackend::Rescan() {
     // it runs only on an unused disk where the kernel lists no partitions; BLKPG then adds and resizes single
     // partitions, also on a busy disk. Partitions only the kernel knows are left alone: someone may have added
     // them on purpose.
-    if (devices_.KernelPartitionsMatchTable(disk)) continue;
+    if (common::KernelPartitionsMatchTable(devices_, disk)) continue;
     auto fd =
         common::OpenAndLockDisk(disk.path, O_RDONLY | O_NONBLOCK, /*exclusive=*/true, std::chrono::milliseconds(0));
     if (!fd.ok()) continue;
     auto kernel = devices_.PartitionsOf(disk);
-    if (kernel.ok() && kernel->empty() && !devices_.DescribeUse(disk, *mounts)) {
+    if (kernel.ok() && kernel->empty() && !devices_.DescribeUse(disk, mounts)) {
       (void)common::RereadPartitionTable(fd->get());
     }
-    if (!devices_.KernelPartitionsMatchTable(disk)) {
-      (void)devices_.SyncKernelPartitions(disk, fd->get(), /*remove_vanished=*/false);
+    if (!common::KernelPartitionsMatchTable(devices_, disk)) {
+      (void)common::SyncKernelPartitions(devices_, disk, fd->get(), /*remove_vanished=*/false);
     }
   }
   return Status::Ok();
@@ -262,39 +260,34 @@ std::string LinuxDiskBackend::DeviceKind(const BlockDevice& disk) const {
 }
 
 Status LinuxDiskBackend::SetDiskState(uint32_t disk_number, bool online) {
-  auto disk = devices_.DiskByNumber(disk_number);
-  if (!disk.ok()) return disk.status();
-  const std::string what = DiskText(disk_number, *disk);
-  auto state_path = devices_.ScsiStatePath(*disk);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  const std::string what = DiskText(disk_number, disk);
+  auto state_path = devices_.ScsiStatePath(disk);
   if (!state_path) {
     if (online) return Status::Ok();  // it has no offline state, so it is online
-    return FailedPrecondition(what + " is " + DeviceKind(*disk) +
+    return FailedPrecondition(what + " is " + DeviceKind(disk) +
                               " that has no online/offline state; only SCSI disks can be taken offline");
   }
-  auto state = common::ReadAttribute(*state_path);
-  if (!state.ok()) return state.status();
-  if (IsOnlineScsiState(*state) == online) return Status::Ok();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto state, common::ReadAttribute(*state_path));
+  if (IsOnlineScsiState(state) == online) return Status::Ok();
   if (online) return WriteAttribute(*state_path, "running").WithContext("bringing " + what + " online");
 
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  if (auto use = devices_.DescribeUse(*disk, *mounts)) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  if (auto use = devices_.DescribeUse(disk, mounts)) {
     return FailedPrecondition(what + " is in use: " + *use + "; refusing to take it offline");
   }
   // Written data reaches the device before it stops taking I/O.
-  common::UniqueFd fd(open(disk->path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid() || fsync(fd.get()) != 0) return Internal(common::ErrnoMessage("flush " + disk->path, errno));
+  common::UniqueFd fd(open(disk.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || fsync(fd.get()) != 0) return Internal(common::ErrnoMessage("flush " + disk.path, errno));
   return WriteAttribute(*state_path, "offline").WithContext("taking " + what + " offline");
 }
 
 StatusOr<bool> LinuxDiskBackend::GetDiskState(uint32_t disk_number) {
-  auto disk = devices_.DiskByNumber(disk_number);
-  if (!disk.ok()) return disk.status();
-  auto state_path = devices_.ScsiStatePath(*disk);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  auto state_path = devices_.ScsiStatePath(disk);
   if (!state_path) return true;  // a device without an offline state is online
-  auto state = common::ReadAttribute(*state_path);
-  if (!state.ok()) return state.status();
-  return IsOnlineScsiState(*state);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto state, common::ReadAttribute(*state_path));
+  return IsOnlineScsiState(state);
 }
 
 }  // namespace csi_proxy::disk

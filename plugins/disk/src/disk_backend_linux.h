@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
 #include "disk_backend.h"
 
 namespace csi_proxy::disk {

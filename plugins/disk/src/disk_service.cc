@@ -1,7 +1,7 @@
 // The disk group's version-neutral service; see disk_service.h.
 #include "disk_service.h"
 
-#include "block_devices_linux.h"
+#include "device_naming_linux.h"
 
 namespace csi_proxy::disk {
 

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "confined_open_linux.h"
+#include "errno_linux.h"
 #include "filesystem_backend.h"
+#include "text.h"
 
 namespace csi_proxy::filesystem {
 namespace {
@@ -152,11 +154,10 @@ Status FilesystemBackend::MakeDirectories(const ConfinedPath& path) {
 }
 
 Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
-  auto parent = common::OpenParent(policy_, path, "path", Access::kModify);
-  if (!parent.ok()) return parent.status();
-  if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
-  int dir = parent->dir.get();
-  const char* name = parent->name.c_str();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, path, "path", Access::kModify));
+  if (parent.name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
+  int dir = parent.dir.get();
+  const char* name = parent.name.c_str();
   // AT_REMOVEDIR does not follow a symlink (ENOTDIR), so a link is unlinked, never its target.
   if (::unlinkat(dir, name, AT_REMOVEDIR) == 0) return Status::Ok();
   int err = errno;
@@ -187,13 +188,12 @@ Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
 }
 
 Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
-  auto dir = common::OpenFollowing(policy_, path, "path", Access::kModify);
-  if (!dir.ok()) return dir.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, common::OpenFollowing(policy_, path, "path", Access::kModify));
   struct stat st;
-  if (::fstat(dir->get(), &st) != 0) return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
+  if (::fstat(dir.get(), &st) != 0) return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
   if (!S_ISDIR(st.st_mode)) return FailedPrecondition("path " + QuotePath(path.path) + " is not a directory");
   Problems problems;
-  RemoveChildren(dir->get(), path.path, 0, problems);
+  RemoveChildren(dir.get(), path.path, 0, problems);
   return problems.Summary();
 }
 
@@ -218,11 +218,10 @@ Status FilesystemBackend::CreateSymlink(const ConfinedPath& source, const Confin
 }
 
 StatusOr<bool> FilesystemBackend::IsSymlink(const ConfinedPath& path) {
-  auto parent = common::OpenParent(policy_, path, "path", Access::kExamine);
-  if (!parent.ok()) return parent.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, path, "path", Access::kExamine));
   struct statx stx;
-  int flags = AT_SYMLINK_NOFOLLOW | (parent->name.empty() ? AT_EMPTY_PATH : 0);
-  if (::statx(parent->dir.get(), parent->name.c_str(), flags, STATX_TYPE, &stx) != 0) {
+  int flags = AT_SYMLINK_NOFOLLOW | (parent.name.empty() ? AT_EMPTY_PATH : 0);
+  if (::statx(parent.dir.get(), parent.name.c_str(), flags, STATX_TYPE, &stx) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return NotFound("path " + QuotePath(path.path) + " does not exist");
     return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
   }

@@ -5,59 +5,54 @@
 #include <optional>
 #include <string>
 
+#include "text.h"
+
 namespace csi_proxy::filesystem {
 
 StatusOr<bool> FilesystemService::PathExists(std::string_view path) {
-  auto confined = policy_.Confine(path, "path");
-  if (!confined.ok()) return confined.status();
-  auto lock = locks_.Hold(confined->path);
-  return backend_.PathExists(*confined);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
+  auto lock = locks_.Hold(confined.path);
+  return backend_.PathExists(confined);
 }
 
 Status FilesystemService::Mkdir(std::string_view path) {
-  auto confined = policy_.Confine(path, "path");
-  if (!confined.ok()) return confined.status();
-  auto lock = locks_.Hold(confined->path);
-  return backend_.MakeDirectories(*confined);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
+  auto lock = locks_.Hold(confined.path);
+  return backend_.MakeDirectories(confined);
 }
 
 Status FilesystemService::Rmdir(std::string_view path, bool force) {
-  auto confined = policy_.Confine(path, "path");
-  if (!confined.ok()) return confined.status();
-  if (confined->is_root()) {
-    return PermissionDenied("refusing to remove " + common::QuotePath(confined->path) +
+  CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
+  if (confined.is_root()) {
+    return PermissionDenied("refusing to remove " + common::QuotePath(confined.path) +
                             ": it is an allowed root, not something below one");
   }
-  auto lock = locks_.Hold(confined->path);
-  return force ? backend_.RemoveTree(*confined) : backend_.RemoveEntry(*confined);
+  auto lock = locks_.Hold(confined.path);
+  return force ? backend_.RemoveTree(confined) : backend_.RemoveEntry(confined);
 }
 
 Status FilesystemService::RmdirContents(std::string_view path) {
-  auto confined = policy_.Confine(path, "path");
-  if (!confined.ok()) return confined.status();
-  auto lock = locks_.Hold(confined->path);
-  return backend_.RemoveContents(*confined);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
+  auto lock = locks_.Hold(confined.path);
+  return backend_.RemoveContents(confined);
 }
 
 Status FilesystemService::CreateSymlink(std::string_view source_path, std::string_view target_path) {
-  auto source = policy_.Confine(source_path, "source_path");
-  if (!source.ok()) return source.status();
-  auto target = policy_.Confine(target_path, "target_path");
-  if (!target.ok()) return target.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto source, policy_.Confine(source_path, "source_path"));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, policy_.Confine(target_path, "target_path"));
   // Both paths locked, always in the same order, so two opposite requests cannot deadlock.
-  const std::string& first = std::min(source->path, target->path);
-  const std::string& second = std::max(source->path, target->path);
+  const std::string& first = std::min(source.path, target.path);
+  const std::string& second = std::max(source.path, target.path);
   auto lock_first = locks_.Hold(first);
   std::optional<common::KeyedMutex::Lock> lock_second;
   if (second != first) lock_second.emplace(locks_, second);
-  return backend_.CreateSymlink(*source, *target);
+  return backend_.CreateSymlink(source, target);
 }
 
 StatusOr<bool> FilesystemService::IsSymlink(std::string_view path) {
-  auto confined = policy_.Confine(path, "path");
-  if (!confined.ok()) return confined.status();
-  auto lock = locks_.Hold(confined->path);
-  return backend_.IsSymlink(*confined);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
+  auto lock = locks_.Hold(confined.path);
+  return backend_.IsSymlink(confined);
 }
 
 }  // namespace csi_proxy::filesystem

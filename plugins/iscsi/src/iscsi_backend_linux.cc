@@ -18,7 +18,7 @@
 #include <set>
 #include <sstream>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
 #include "iscsi_validation.h"
 #include "kernel_module_linux.h"
 #include "run_program.h"
@@ -103,10 +103,9 @@ class LinuxIscsiBackend final : public IscsiBackend {
   Status RemovePortal(const Portal& portal) override { return store_->RemovePortal(portal); }
 
   StatusOr<std::vector<std::string>> DiscoverTargets(const Portal& portal) override {
-    auto result = Discover(portal);
-    if (!result.ok()) return result.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto result, Discover(portal));
     std::vector<std::string> iqns;
-    for (const auto& t : result->targets) iqns.push_back(t.iqn);
+    for (const auto& t : result.targets) iqns.push_back(t.iqn);
     return iqns;
   }
 
@@ -123,21 +122,19 @@ class LinuxIscsiBackend final : public IscsiBackend {
       }
     }
     // The target must be offered by the portal, as upstream requires a discovered target.
-    auto discovered = Discover(portal);
-    if (!discovered.ok()) return discovered.status();
-    bool offered = std::any_of(discovered->targets.begin(), discovered->targets.end(),
+    CSI_PROXY_ASSIGN_OR_RETURN(auto discovered, Discover(portal));
+    bool offered = std::any_of(discovered.targets.begin(), discovered.targets.end(),
                                [&](const DiscoveredTarget& t) { return t.iqn == iqn; });
     if (!offered) {
       return NotFound("target " + iqn + " is not offered by portal " + PortalToString(portal));
     }
-    Portal numeric{discovered->peer_address.empty() ? portal.address : discovered->peer_address, portal.port};
+    Portal numeric{discovered.peer_address.empty() ? portal.address : discovered.peer_address, portal.port};
 
-    auto iscsiadm = common::FindSystemProgram("iscsiadm");
-    if (!iscsiadm.ok()) return iscsiadm.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto iscsiadm, common::FindSystemProgram("iscsiadm"));
     std::string portal_arg = PortalToString(numeric);
     // A node record without secrets in any argv: create it, then write the auth settings into the record file.
     CSI_PROXY_RETURN_IF_ERROR(
-        common::RunProgramChecked({*iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "-o", "new"}));
+        common::RunProgramChecked({iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "-o", "new"}));
     std::vector<std::pair<std::string, std::optional<std::string>>> settings = {
         {"node.startup", "manual"},  // upstream's connections are not persistent
         {"node.session.auth.authmethod", login.type == AuthType::kNone ? "None" : "CHAP"},
@@ -156,16 +153,16 @@ class LinuxIscsiBackend final : public IscsiBackend {
     }
     Status written = WriteNodeRecords(numeric, iqn, settings);
     if (!written.ok()) {
-      DeleteNodeRecord(*iscsiadm, iqn, portal_arg);
+      DeleteNodeRecord(iscsiadm, iqn, portal_arg);
       return written;
     }
     Log(LogLevel::kInfo, "logging in to iSCSI target " + iqn + " at " + portal_arg);
     ProgramOptions run;
     run.timeout = options_.login_timeout;
-    auto result = RunProgram({*iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "--login"}, run);
+    auto result = RunProgram({iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "--login"}, run);
     if (!result.ok() || result->exit_code != 0) {
       // Leave no record (and so no stored secret) behind a failed login.
-      DeleteNodeRecord(*iscsiadm, iqn, portal_arg);
+      DeleteNodeRecord(iscsiadm, iqn, portal_arg);
       if (!result.ok()) return result.status();
       return Internal("iscsiadm could not log in to " + iqn + " at " + portal_arg + " (exit " +
                       std::to_string(result->exit_code) + "): " + common::OutputTail(result->output));
@@ -185,21 +182,20 @@ class LinuxIscsiBackend final : public IscsiBackend {
       for (const auto& a : addresses) any_record = any_record || !NodeRecordFiles(Portal{a, portal.port}, iqn).empty();
       if (!any_record) return Status::Ok();  // never connected by us: nothing to do, nothing runs
     }
-    auto iscsiadm = common::FindSystemProgram("iscsiadm");
-    if (!iscsiadm.ok()) return iscsiadm.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto iscsiadm, common::FindSystemProgram("iscsiadm"));
     if (session) {
       Log(LogLevel::kInfo, "logging out of iSCSI target " + iqn + " at " + portal_arg);
       ProgramOptions run;
       run.timeout = options_.login_timeout;
-      auto result = RunProgram({*iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "--logout"}, run);
-      if (!result.ok()) return result.status();
-      if (result->exit_code != 0 && FindSession(portal, iqn)) {
+      CSI_PROXY_ASSIGN_OR_RETURN(auto result,
+                                 RunProgram({iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "--logout"}, run));
+      if (result.exit_code != 0 && FindSession(portal, iqn)) {
         return Internal("iscsiadm could not log out of " + iqn + " at " + portal_arg + ": " +
-                        common::OutputTail(result->output));
+                        common::OutputTail(result.output));
       }
     }
     // Like Windows' Unregister: the node record (with its secrets) goes too.
-    DeleteNodeRecord(*iscsiadm, iqn, portal_arg);
+    DeleteNodeRecord(iscsiadm, iqn, portal_arg);
     return Status::Ok();
   }
 
@@ -404,8 +400,7 @@ std::string DefaultInitiatorName(const std::string& initiator_name_file) {
 }
 
 StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOptions& options) {
-  auto store = IscsiStateStore::Open(options.state_dir);
-  if (!store.ok()) return store.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto store, IscsiStateStore::Open(options.state_dir));
   std::string name = options.initiator_name;
   if (name.empty()) {
     name = DefaultInitiatorName(options.initiator_name_file);
@@ -415,7 +410,7 @@ StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOp
   if (!options.mutual_chap_username.empty()) {
     CSI_PROXY_RETURN_IF_ERROR(ValidateChapName(options.mutual_chap_username, "mutual_chap_username"));
   }
-  return std::unique_ptr<IscsiBackend>(new LinuxIscsiBackend(options, std::move(*store), name));
+  return std::unique_ptr<IscsiBackend>(new LinuxIscsiBackend(options, std::move(store), name));
 }
 
 }  // namespace csi_proxy::iscsi

@@ -26,44 +26,39 @@ Status IscsiService::RequireRegistered(const Portal& portal) {
 }
 
 Status IscsiService::AddTargetPortal(const OptionalPortal& request) {
-  auto portal = CheckPortal(request);
-  if (!portal.ok()) return portal.status();
-  auto lock = portal_locks_.Hold(PortalToString(*portal));
-  CSI_PROXY_RETURN_IF_ERROR(backend_->AddPortal(*portal));
-  Log(LogLevel::kInfo, "registered iSCSI target portal " + PortalToString(*portal));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portal, CheckPortal(request));
+  auto lock = portal_locks_.Hold(PortalToString(portal));
+  CSI_PROXY_RETURN_IF_ERROR(backend_->AddPortal(portal));
+  Log(LogLevel::kInfo, "registered iSCSI target portal " + PortalToString(portal));
   return Status::Ok();
 }
 
 StatusOr<std::vector<std::string>> IscsiService::DiscoverTargetPortal(const OptionalPortal& request) {
-  auto portal = CheckPortal(request);
-  if (!portal.ok()) return portal.status();
-  CSI_PROXY_RETURN_IF_ERROR(RequireRegistered(*portal));
-  auto iqns = backend_->DiscoverTargets(*portal);
-  if (!iqns.ok()) return iqns.status().WithContext("discovering targets at " + PortalToString(*portal));
-  Log(LogLevel::kDebug, "portal " + PortalToString(*portal) + " offers " + std::to_string(iqns->size()) + " target(s)");
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portal, CheckPortal(request));
+  CSI_PROXY_RETURN_IF_ERROR(RequireRegistered(portal));
+  auto iqns = backend_->DiscoverTargets(portal);
+  if (!iqns.ok()) return iqns.status().WithContext("discovering targets at " + PortalToString(portal));
+  Log(LogLevel::kDebug, "portal " + PortalToString(portal) + " offers " + std::to_string(iqns->size()) + " target(s)");
   return iqns;
 }
 
 Status IscsiService::RemoveTargetPortal(const OptionalPortal& request) {
-  auto portal = CheckPortal(request);
-  if (!portal.ok()) return portal.status();
-  auto lock = portal_locks_.Hold(PortalToString(*portal));
-  Status removed = backend_->RemovePortal(*portal);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portal, CheckPortal(request));
+  auto lock = portal_locks_.Hold(PortalToString(portal));
+  Status removed = backend_->RemovePortal(portal);
   // Removing a portal that is not registered is success: a retried call must not fail (upstream errors).
   if (removed.code() == Code::kNotFound) return Status::Ok();
   CSI_PROXY_RETURN_IF_ERROR(removed);
-  Log(LogLevel::kInfo, "unregistered iSCSI target portal " + PortalToString(*portal));
+  Log(LogLevel::kInfo, "unregistered iSCSI target portal " + PortalToString(portal));
   return Status::Ok();
 }
 
 std::vector<Portal> IscsiService::ListTargetPortals() { return backend_->ListPortals(); }
 
 Status IscsiService::ConnectTarget(const ConnectTargetRequest& request) {
-  auto portal = CheckPortal(request.portal);
-  if (!portal.ok()) return portal.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portal, CheckPortal(request.portal));
   CSI_PROXY_RETURN_IF_ERROR(ValidateIqn(request.iqn));
-  auto type = ValidateAuthType(request.auth_type);
-  if (!type.ok()) return type.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto type, ValidateAuthType(request.auth_type));
   // Checked whatever the type, so no field can carry unchecked text past this point.
   if (!request.chap_username.empty()) {
     CSI_PROXY_RETURN_IF_ERROR(ValidateChapName(request.chap_username, "chap_username"));
@@ -72,39 +67,36 @@ Status IscsiService::ConnectTarget(const ConnectTargetRequest& request) {
     CSI_PROXY_RETURN_IF_ERROR(ValidateChapSecret(request.chap_secret, "chap_secret"));
   }
   ChapLogin login;
-  login.type = *type;
-  if (*type != AuthType::kNone) {
+  login.type = type;
+  if (type != AuthType::kNone) {
     if (request.chap_secret.empty()) return InvalidArgument("chap_secret is required for CHAP authentication");
     login.username = request.chap_username;  // empty: the backend uses the initiator name, as Windows does
     login.secret = request.chap_secret;
   }
-  CSI_PROXY_RETURN_IF_ERROR(RequireRegistered(*portal));
-  auto lock = target_locks_.Hold(request.iqn + "@" + PortalToString(*portal));
-  Status connected = backend_->Connect(*portal, request.iqn, login);
-  if (!connected.ok()) return connected.WithContext("connecting to " + request.iqn + " at " + PortalToString(*portal));
-  Log(LogLevel::kInfo, "connected to iSCSI target " + request.iqn + " at " + PortalToString(*portal));
+  CSI_PROXY_RETURN_IF_ERROR(RequireRegistered(portal));
+  auto lock = target_locks_.Hold(request.iqn + "@" + PortalToString(portal));
+  Status connected = backend_->Connect(portal, request.iqn, login);
+  if (!connected.ok()) return connected.WithContext("connecting to " + request.iqn + " at " + PortalToString(portal));
+  Log(LogLevel::kInfo, "connected to iSCSI target " + request.iqn + " at " + PortalToString(portal));
   return Status::Ok();
 }
 
 Status IscsiService::DisconnectTarget(const OptionalPortal& request, const std::string& iqn) {
-  auto portal = CheckPortal(request);
-  if (!portal.ok()) return portal.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portal, CheckPortal(request));
   CSI_PROXY_RETURN_IF_ERROR(ValidateIqn(iqn));
-  auto lock = target_locks_.Hold(iqn + "@" + PortalToString(*portal));
-  Status done = backend_->Disconnect(*portal, iqn);
-  if (!done.ok()) return done.WithContext("disconnecting from " + iqn + " at " + PortalToString(*portal));
-  Log(LogLevel::kInfo, "disconnected from iSCSI target " + iqn + " at " + PortalToString(*portal));
+  auto lock = target_locks_.Hold(iqn + "@" + PortalToString(portal));
+  Status done = backend_->Disconnect(portal, iqn);
+  if (!done.ok()) return done.WithContext("disconnecting from " + iqn + " at " + PortalToString(portal));
+  Log(LogLevel::kInfo, "disconnected from iSCSI target " + iqn + " at " + PortalToString(portal));
   return Status::Ok();
 }
 
 StatusOr<std::vector<std::string>> IscsiService::GetTargetDisks(const OptionalPortal& request, const std::string& iqn) {
-  auto portal = CheckPortal(request);
-  if (!portal.ok()) return portal.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portal, CheckPortal(request));
   CSI_PROXY_RETURN_IF_ERROR(ValidateIqn(iqn));
-  auto numbers = backend_->TargetDisks(*portal, iqn);
-  if (!numbers.ok()) return numbers.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto numbers, backend_->TargetDisks(portal, iqn));
   std::vector<std::string> ids;
-  for (uint64_t n : *numbers) ids.push_back(std::to_string(n));
+  for (uint64_t n : numbers) ids.push_back(std::to_string(n));
   return ids;
 }
 

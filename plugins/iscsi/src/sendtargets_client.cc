@@ -304,13 +304,12 @@ class DiscoverySession {
       keys.insert(keys.end(), answers.begin(), answers.end());
       answers.clear();
 
-      auto response = Exchange(stage, next, KeyValues(keys));
-      if (!response.ok()) return response.status();
-      uint8_t cls = response->bhs[36], detail = response->bhs[37];
+      CSI_PROXY_ASSIGN_OR_RETURN(auto response, Exchange(stage, next, KeyValues(keys)));
+      uint8_t cls = response.bhs[36], detail = response.bhs[37];
       if (cls != 0)
         return PermissionDenied("iSCSI portal " + where_ + " refused discovery: " + LoginStatusText(cls, detail));
 
-      for (const auto& [key, value] : ParseKeyValues(response->data)) {
+      for (const auto& [key, value] : ParseKeyValues(response.data)) {
         if (key == "AuthMethod" && value != "None") {
           return PermissionDenied("iSCSI portal " + where_ + " requires authentication (" + Printable(value) +
                                   ") for discovery, which the csi-proxy API cannot supply");
@@ -328,9 +327,9 @@ class DiscoverySession {
           answers.emplace_back(key, "NotUnderstood");
         }
       }
-      bool transit = (response->flags() & kFlagFinal) != 0;
+      bool transit = (response.flags() & kFlagFinal) != 0;
       if (transit) {
-        int new_stage = response->flags() & 0x03;
+        int new_stage = response.flags() & 0x03;
         if (new_stage == kFullFeaturePhase) return Status::Ok();
         if (new_stage != stage) stage_opened = false;
         stage = new_stage;
@@ -352,25 +351,24 @@ class DiscoverySession {
       Put32(&request.bhs[28], exp_stat_sn_);
       CSI_PROXY_RETURN_IF_ERROR(conn_.Send(request));
       for (;;) {
-        auto pdu = conn_.Receive();
-        if (!pdu.ok()) return pdu.status();
-        if (pdu->opcode() == kOpNopIn) {
-          CSI_PROXY_RETURN_IF_ERROR(AnswerNopIn(*pdu));
+        CSI_PROXY_ASSIGN_OR_RETURN(auto pdu, conn_.Receive());
+        if (pdu.opcode() == kOpNopIn) {
+          CSI_PROXY_RETURN_IF_ERROR(AnswerNopIn(pdu));
           continue;
         }
-        if (pdu->opcode() == kOpAsyncMessage) continue;
-        if (pdu->opcode() == kOpReject) return Internal("iSCSI portal " + where_ + " rejected the SendTargets request");
-        if (pdu->opcode() != kOpTextResponse || pdu->itt() != kTextTag) {
-          return Internal("iSCSI portal " + where_ + " sent an unexpected PDU (opcode " +
-                          std::to_string(pdu->opcode()) + ") during discovery");
+        if (pdu.opcode() == kOpAsyncMessage) continue;
+        if (pdu.opcode() == kOpReject) return Internal("iSCSI portal " + where_ + " rejected the SendTargets request");
+        if (pdu.opcode() != kOpTextResponse || pdu.itt() != kTextTag) {
+          return Internal("iSCSI portal " + where_ + " sent an unexpected PDU (opcode " + std::to_string(pdu.opcode()) +
+                          ") during discovery");
         }
-        exp_stat_sn_ = pdu->stat_sn() + 1;
-        text += pdu->data;
+        exp_stat_sn_ = pdu.stat_sn() + 1;
+        text += pdu.data;
         if (text.size() > kMaxTextBytes) return Internal("iSCSI portal " + where_ + " sent more than 4 MiB of targets");
-        if ((pdu->flags() & kFlagFinal) && !(pdu->flags() & kFlagContinue)) return text;
+        if ((pdu.flags() & kFlagFinal) && !(pdu.flags() & kFlagContinue)) return text;
         // More to come: ask for it with the target's transfer tag and an empty request.
         request.bhs[1] = kFlagFinal;
-        Put32(&request.bhs[20], pdu->ttt());
+        Put32(&request.bhs[20], pdu.ttt());
         request.data.clear();
         break;
       }
@@ -423,16 +421,15 @@ class DiscoverySession {
     CSI_PROXY_RETURN_IF_ERROR(conn_.Send(LoginPdu(stage, next, true, data)));
     std::string text;
     for (int parts = 0; parts < 64; ++parts) {
-      auto pdu = conn_.Receive();
-      if (!pdu.ok()) return pdu.status();
-      if (pdu->opcode() == kOpReject) return Internal("iSCSI portal " + where_ + " rejected the login request");
-      if (pdu->opcode() != kOpLoginResponse) {
-        return Internal("iSCSI portal " + where_ + " answered the login with opcode " + std::to_string(pdu->opcode()));
+      CSI_PROXY_ASSIGN_OR_RETURN(auto pdu, conn_.Receive());
+      if (pdu.opcode() == kOpReject) return Internal("iSCSI portal " + where_ + " rejected the login request");
+      if (pdu.opcode() != kOpLoginResponse) {
+        return Internal("iSCSI portal " + where_ + " answered the login with opcode " + std::to_string(pdu.opcode()));
       }
-      exp_stat_sn_ = pdu->stat_sn() + 1;
-      text += pdu->data;
-      if (!(pdu->flags() & kFlagContinue) || pdu->bhs[36] != 0) {
-        pdu->data = std::move(text);
+      exp_stat_sn_ = pdu.stat_sn() + 1;
+      text += pdu.data;
+      if (!(pdu.flags() & kFlagContinue) || pdu.bhs[36] != 0) {
+        pdu.data = std::move(text);
         return pdu;
       }
       CSI_PROXY_RETURN_IF_ERROR(conn_.Send(LoginPdu(stage, next, false, "")));
@@ -483,14 +480,12 @@ StatusOr<SendTargetsResult> DiscoverSendTargets(const Portal& portal, const Send
   auto deadline = Clock::now() + options.timeout;
   std::string where = PortalToString(portal);
   SendTargetsResult result;
-  auto conn = Dial(portal, deadline, result.peer_address);
-  if (!conn.ok()) return conn.status();
-  DiscoverySession session(**conn, where, options.initiator_name);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto conn, Dial(portal, deadline, result.peer_address));
+  DiscoverySession session(*conn, where, options.initiator_name);
   CSI_PROXY_RETURN_IF_ERROR(session.Login());
-  auto text = session.SendTargets();
-  if (!text.ok()) return text.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto text, session.SendTargets());
   session.Logout();
-  result.targets = ParseSendTargets(*text);
+  result.targets = ParseSendTargets(text);
   return result;
 }
 

@@ -165,10 +165,9 @@ IscsiStateStore::~IscsiStateStore() { close(dir_fd_); }
 
 Status IscsiStateStore::Load() {
   RemoveStaleTemporaries(dir_fd_);
-  auto portals_text = ReadFileAt(dir_fd_, kPortalsFile);
-  if (!portals_text.ok()) return portals_text.status();
-  if (portals_text->has_value()) {
-    std::istringstream in(**portals_text);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portals_text, ReadFileAt(dir_fd_, kPortalsFile));
+  if (portals_text.has_value()) {
+    std::istringstream in(*portals_text);
     std::string line;
     int line_no = 0;
     while (std::getline(in, line)) {
@@ -189,9 +188,8 @@ Status IscsiStateStore::Load() {
       if (!dup) portals_.push_back(*portal);
     }
   }
-  auto secret = ReadFileAt(dir_fd_, kMutualChapSecretFile);
-  if (!secret.ok()) return secret.status();
-  if (secret->has_value() && !(*secret)->empty()) mutual_chap_secret_ = **secret;
+  CSI_PROXY_ASSIGN_OR_RETURN(auto secret, ReadFileAt(dir_fd_, kMutualChapSecretFile));
+  if (secret.has_value() && !secret->empty()) mutual_chap_secret_ = *secret;
   return Status::Ok();
 }
 

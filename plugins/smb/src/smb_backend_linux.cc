@@ -11,9 +11,10 @@
 #include <fstream>
 #include <mutex>
 
-#include "block_devices_linux.h"
 #include "confined_open_linux.h"
+#include "errno_linux.h"
 #include "kernel_module_linux.h"
+#include "mount_table_linux.h"
 #include "run_program.h"
 #include "smb_validation.h"
 #include "text.h"
@@ -71,20 +72,18 @@ class LinuxSmbBackend final : public SmbBackend {
       : options_(std::move(options)), policy_(std::move(policy)), root_fd_(std::move(root_fd)) {}
 
   StatusOr<MappingStatus> GetMapping(const RemotePath& remote) override {
-    auto mounted = MountedType(remote);
-    if (!mounted.ok()) return mounted.status();
-    if (mounted->empty()) return MappingStatus{MappingState::kNotMapped, ""};
-    if (*mounted != "cifs" && *mounted != "smb3") {
-      return Internal(MountPoint(remote) + " holds a " + *mounted + " mount, not the SMB mapping of " +
+    CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
+    if (mounted.empty()) return MappingStatus{MappingState::kNotMapped, ""};
+    if (mounted != "cifs" && mounted != "smb3") {
+      return Internal(MountPoint(remote) + " holds a " + mounted + " mount, not the SMB mapping of " +
                       remote.MappingKey());
     }
     // statfs asks the server; a dead server or an expired session makes it fail. It runs in a child process so
     // that a hung server costs a timeout, not a blocked worker thread.
-    auto stat = common::FindSystemProgram("stat");
-    if (!stat.ok()) return stat.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto stat, common::FindSystemProgram("stat"));
     common::ProgramOptions run;
     run.timeout = options_.health_timeout;
-    auto result = common::RunProgram({*stat, "-f", "-c", "%T", MountPoint(remote)}, run);
+    auto result = common::RunProgram({stat, "-f", "-c", "%T", MountPoint(remote)}, run);
     if (!result.ok()) return MappingStatus{MappingState::kUnreachable, result.status().message()};
     if (result->exit_code != 0) return MappingStatus{MappingState::kUnreachable, common::OutputTail(result->output)};
     return MappingStatus{MappingState::kHealthy, ""};
@@ -105,9 +104,9 @@ class LinuxSmbBackend final : public SmbBackend {
       // Other shares of the same server are mapped and unmapped in parallel: their server directory must not be
       // removed between its creation here and the creation of this share's directory in it.
       std::lock_guard dirs(dirs_mu_);
-      auto server_fd = OpenOrMakeDir(root_fd_.get(), remote.server, options_.mount_root + "/" + remote.server);
-      if (!server_fd.ok()) return server_fd.status();
-      auto share_fd = OpenOrMakeDir(server_fd->get(), remote.share, MountPoint(remote));
+      CSI_PROXY_ASSIGN_OR_RETURN(
+          auto server_fd, OpenOrMakeDir(root_fd_.get(), remote.server, options_.mount_root + "/" + remote.server));
+      auto share_fd = OpenOrMakeDir(server_fd.get(), remote.share, MountPoint(remote));
       if (!share_fd.ok()) {
         unlinkat(root_fd_.get(), remote.server.c_str(), AT_REMOVEDIR);
         return share_fd.status();
@@ -145,11 +144,10 @@ class LinuxSmbBackend final : public SmbBackend {
     // Lazy: the mapping disappears at once even if files are open or the server is gone (upstream removes with
     // Force). Several stacked mounts are all removed.
     for (int i = 0; i < 16; ++i) {
-      auto mounted = MountedType(remote);
-      if (!mounted.ok()) return mounted.status();
-      if (mounted->empty()) break;
-      if (*mounted != "cifs" && *mounted != "smb3") {
-        return Internal(mp + " holds a " + *mounted + " mount, not the SMB mapping of " + remote.MappingKey());
+      CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
+      if (mounted.empty()) break;
+      if (mounted != "cifs" && mounted != "smb3") {
+        return Internal(mp + " holds a " + mounted + " mount, not the SMB mapping of " + remote.MappingKey());
       }
       if (umount2(mp.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
         return Internal("unmounting " + mp + ": " + std::strerror(errno));
@@ -176,17 +174,16 @@ class LinuxSmbBackend final : public SmbBackend {
   }
 
   Status Link(const ConfinedPath& local, const RemotePath& remote) override {
-    auto parent = common::OpenParent(policy_, local, "local_path");
-    if (!parent.ok()) return parent.status();
-    if (parent->name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
+    CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, local, "local_path"));
+    if (parent.name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
     std::string text = LinkText(remote);
-    if (symlinkat(text.c_str(), parent->dir.get(), parent->name.c_str()) == 0) {
+    if (symlinkat(text.c_str(), parent.dir.get(), parent.name.c_str()) == 0) {
       Log(LogLevel::kInfo, "linked " + QuotePath(local.path) + " to " + text);
       return Status::Ok();
     }
     int err = errno;
     if (err == EEXIST) {
-      auto existing = ReadLink(parent->dir.get(), parent->name);
+      auto existing = ReadLink(parent.dir.get(), parent.name);
       if (existing && *existing == text) return Status::Ok();
       return AlreadyExists("local_path " + QuotePath(local.path) + " already exists");
     }
@@ -210,10 +207,9 @@ class LinuxSmbBackend final : public SmbBackend {
 
   // The file system type mounted at the share's mount point ("" when nothing is).
   StatusOr<std::string> MountedType(const RemotePath& remote) const {
-    auto table = common::ReadMountTable();
-    if (!table.ok()) return table.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto table, common::ReadMountTable());
     std::string mp = MountPoint(remote), type;
-    for (const auto& entry : *table) {
+    for (const auto& entry : table) {
       if (entry.target == mp) type = entry.fs_type;  // the last one is on top
     }
     return type;

@@ -15,43 +15,38 @@ void SmbService::Log(LogLevel level, const std::string& message) const {
 Status SmbService::NewSmbGlobalMapping(const std::string& remote_path, const std::string& local_path,
                                        const std::string& username, const std::string& password) {
   // Every field is checked before anything happens (upstream checked local_path only after mapping).
-  auto remote = ParseRemotePath(remote_path);
-  if (!remote.ok()) return remote.status();
-  auto credentials = ParseCredentials(username, password);
-  if (!credentials.ok()) return credentials.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto remote, ParseRemotePath(remote_path));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto credentials, ParseCredentials(username, password));
   std::optional<common::ConfinedPath> local;
   if (!local_path.empty()) {
-    auto confined = policy_.Confine(local_path, "local_path");
-    if (!confined.ok()) return confined.status();
-    local = std::move(*confined);
+    CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(local_path, "local_path"));
+    local = std::move(confined);
   }
 
-  const std::string key = remote->MappingKey();
+  const std::string key = remote.MappingKey();
   auto lock = share_locks_.Hold(key);
-  if (local) CSI_PROXY_RETURN_IF_ERROR(backend_->CheckLink(*local, *remote));
+  if (local) CSI_PROXY_RETURN_IF_ERROR(backend_->CheckLink(*local, remote));
 
-  auto status = backend_->GetMapping(*remote);
-  if (!status.ok()) return status.status();
-  if (status->state == MappingState::kUnreachable) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto status, backend_->GetMapping(remote));
+  if (status.state == MappingState::kUnreachable) {
     // Upstream removes a mapping whose share no longer answers and maps it again.
-    Log(LogLevel::kWarning, "the mapping of " + key + " does not answer (" + status->detail + "); remapping it");
-    CSI_PROXY_RETURN_IF_ERROR(backend_->Unmap(*remote));
+    Log(LogLevel::kWarning, "the mapping of " + key + " does not answer (" + status.detail + "); remapping it");
+    CSI_PROXY_RETURN_IF_ERROR(backend_->Unmap(remote));
   }
-  if (status->state != MappingState::kHealthy) {
-    CSI_PROXY_RETURN_IF_ERROR(backend_->Map(*remote, *credentials));
+  if (status.state != MappingState::kHealthy) {
+    CSI_PROXY_RETURN_IF_ERROR(backend_->Map(remote, credentials));
     Log(LogLevel::kInfo, "mapped " + key);
   }
-  if (local) CSI_PROXY_RETURN_IF_ERROR(backend_->Link(*local, *remote));
+  if (local) CSI_PROXY_RETURN_IF_ERROR(backend_->Link(*local, remote));
   return Status::Ok();
 }
 
 Status SmbService::RemoveSmbGlobalMapping(const std::string& remote_path) {
-  auto remote = ParseRemotePath(remote_path);
-  if (!remote.ok()) return remote.status();
-  auto lock = share_locks_.Hold(remote->MappingKey());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto remote, ParseRemotePath(remote_path));
+  auto lock = share_locks_.Hold(remote.MappingKey());
   // Removing a share that is not mapped is success (upstream fails, which breaks retries). Links made with
   // local_path stay, as upstream leaves them.
-  return backend_->Unmap(*remote);
+  return backend_->Unmap(remote);
 }
 
 }  // namespace csi_proxy::smb

@@ -40,11 +40,10 @@ void AddSystemV1alpha1(sdk::ServiceBuilder& svc, SystemService& service) {
       .Unary<v1alpha1::GetServiceRequest, v1alpha1::GetServiceResponse>(
           "GetService",
           [&service](const v1alpha1::GetServiceRequest& req, v1alpha1::GetServiceResponse& resp, CallContext&) {
-            auto info = service.GetService(req.name());
-            if (!info.ok()) return info.status();
-            resp.set_display_name(info->display_name);
-            resp.set_start_type(ToProto(info->start_type));
-            resp.set_status(ToProto(info->status));
+            CSI_PROXY_ASSIGN_OR_RETURN(auto info, service.GetService(req.name()));
+            resp.set_display_name(info.display_name);
+            resp.set_start_type(ToProto(info.start_type));
+            resp.set_status(ToProto(info.status));
             return Status::Ok();
           })
       .Unary<v1alpha1::StartServiceRequest, v1alpha1::StartServiceResponse>(

@@ -37,48 +37,41 @@ SystemService::SystemService(std::unique_ptr<BiosInfoSource> bios, std::unique_p
 StatusOr<std::string> SystemService::GetBiosSerialNumber() { return bios_->SerialNumber(); }
 
 StatusOr<ServiceInfo> SystemService::GetService(std::string_view name) {
-  auto unit = CanonicalServiceUnit(name);
-  if (!unit.ok()) return unit.status();
-  return services_->Query(*unit);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, CanonicalServiceUnit(name));
+  return services_->Query(unit);
 }
 
 StatusOr<std::string> SystemService::UnitToChange(std::string_view name) const {
-  auto unit = CanonicalServiceUnit(name);
-  if (!unit.ok()) return unit.status();
-  if (!options_.allowed_units.empty() && !options_.allowed_units.contains(*unit)) {
-    return PermissionDenied("service " + *unit + " is not in this node's allowed_services");
+  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, CanonicalServiceUnit(name));
+  if (!options_.allowed_units.empty() && !options_.allowed_units.contains(unit)) {
+    return PermissionDenied("service " + unit + " is not in this node's allowed_services");
   }
   return unit;
 }
 
 Status SystemService::StartService(std::string_view name, const WaitLimits& limits) {
-  auto unit = UnitToChange(name);
-  if (!unit.ok()) return unit.status();
-  auto held = unit_locks_.Hold(*unit);
-  auto info = services_->Query(*unit);
-  if (!info.ok()) return info.status();
-  if (info->status == ServiceStatus::kRunning && !info->change_pending) return Status::Ok();
-  CSI_PROXY_RETURN_IF_ERROR(services_->RequestStart(*unit));
-  return WaitFor(*unit, ServiceStatus::kRunning, limits);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, UnitToChange(name));
+  auto held = unit_locks_.Hold(unit);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto info, services_->Query(unit));
+  if (info.status == ServiceStatus::kRunning && !info.change_pending) return Status::Ok();
+  CSI_PROXY_RETURN_IF_ERROR(services_->RequestStart(unit));
+  return WaitFor(unit, ServiceStatus::kRunning, limits);
 }
 
 Status SystemService::StopService(std::string_view name, bool force, const WaitLimits& limits) {
-  auto unit = UnitToChange(name);
-  if (!unit.ok()) return unit.status();
-  auto held = unit_locks_.Hold(*unit);
-  auto info = services_->Query(*unit);
-  if (!info.ok()) return info.status();
-  if (info->status == ServiceStatus::kStopped && !info->change_pending) return Status::Ok();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, UnitToChange(name));
+  auto held = unit_locks_.Hold(unit);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto info, services_->Query(unit));
+  if (info.status == ServiceStatus::kStopped && !info.change_pending) return Status::Ok();
   if (!force) {
-    auto dependents = services_->ActiveDependents(*unit);
-    if (!dependents.ok()) return dependents.status();
-    if (!dependents->empty()) {
-      return FailedPrecondition("service " + *unit + " has active dependents (" + Join(*dependents) +
+    CSI_PROXY_ASSIGN_OR_RETURN(auto dependents, services_->ActiveDependents(unit));
+    if (!dependents.empty()) {
+      return FailedPrecondition("service " + unit + " has active dependents (" + Join(dependents) +
                                 "); stopping it would stop them too: stop them first or set force");
     }
   }
-  CSI_PROXY_RETURN_IF_ERROR(services_->RequestStop(*unit));
-  return WaitFor(*unit, ServiceStatus::kStopped, limits);
+  CSI_PROXY_RETURN_IF_ERROR(services_->RequestStop(unit));
+  return WaitFor(unit, ServiceStatus::kStopped, limits);
 }
 
 Status SystemService::WaitFor(const std::string& unit, ServiceStatus want, const WaitLimits& limits) {

@@ -312,57 +312,49 @@ StatusOr<SystemdServiceManager::Bus> SystemdServiceManager::Connect() const {
 }
 
 StatusOr<ServiceInfo> SystemdServiceManager::Query(const std::string& name) {
-  auto bus = Connect();
-  if (!bus.ok()) return bus.status();
-  auto path = LoadUnitPath(bus->get(), name);
-  if (!path.ok()) return path.status();
-  auto props = GetUnitProperties(bus->get(), *path, name);
-  if (!props.ok()) return props.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto bus, Connect());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto path, LoadUnitPath(bus.get(), name));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto props, GetUnitProperties(bus.get(), path, name));
   // A unit file that is gone while the unit still runs is still a service that can be stopped.
-  if (props->load_state == "not-found" && !IsUpActiveState(props->active_state)) {
+  if (props.load_state == "not-found" && !IsUpActiveState(props.active_state)) {
     return NotFound("service " + QuoteForMessage(name) + " not found");
   }
   ServiceInfo info;
-  info.display_name = props->description;
-  info.start_type = StartTypeFromUnitFileState(props->unit_file_state);
-  info.status = StatusFromActiveState(props->active_state);
-  info.change_pending = props->job_id != 0;
-  info.state_detail = "ActiveState=" + props->active_state + " SubState=" + props->sub_state;
-  if (props->load_state != "loaded") info.state_detail += " LoadState=" + props->load_state;
-  if (props->active_state == "failed") {
-    std::string result = ServiceResult(bus->get(), *path);
+  info.display_name = props.description;
+  info.start_type = StartTypeFromUnitFileState(props.unit_file_state);
+  info.status = StatusFromActiveState(props.active_state);
+  info.change_pending = props.job_id != 0;
+  info.state_detail = "ActiveState=" + props.active_state + " SubState=" + props.sub_state;
+  if (props.load_state != "loaded") info.state_detail += " LoadState=" + props.load_state;
+  if (props.active_state == "failed") {
+    std::string result = ServiceResult(bus.get(), path);
     if (!result.empty()) info.state_detail += " Result=" + result;
   }
   return info;
 }
 
 Status SystemdServiceManager::RequestStart(const std::string& name) {
-  auto bus = Connect();
-  if (!bus.ok()) return bus.status();
-  return CallUnitJob(bus->get(), "StartUnit", name, "starting " + name);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto bus, Connect());
+  return CallUnitJob(bus.get(), "StartUnit", name, "starting " + name);
 }
 
 Status SystemdServiceManager::RequestStop(const std::string& name) {
-  auto bus = Connect();
-  if (!bus.ok()) return bus.status();
-  return CallUnitJob(bus->get(), "StopUnit", name, "stopping " + name);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto bus, Connect());
+  return CallUnitJob(bus.get(), "StopUnit", name, "stopping " + name);
 }
 
 StatusOr<std::vector<std::string>> SystemdServiceManager::ActiveDependents(const std::string& name) {
-  auto bus = Connect();
-  if (!bus.ok()) return bus.status();
-  auto path = LoadUnitPath(bus->get(), name);
-  if (!path.ok()) return path.status();
-  auto props = GetUnitProperties(bus->get(), *path, name);
-  if (!props.ok()) return props.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto bus, Connect());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto path, LoadUnitPath(bus.get(), name));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto props, GetUnitProperties(bus.get(), path, name));
 
-  std::set<std::string> candidates(props->stopped_with_it.begin(), props->stopped_with_it.end());
+  std::set<std::string> candidates(props.stopped_with_it.begin(), props.stopped_with_it.end());
   std::vector<std::string> up;
   for (const std::string& dependent : candidates) {
     // GetUnit, not LoadUnit: a dependent that systemd has not loaded is certainly not running.
     BusError error;
     sd_bus_message* raw = nullptr;
-    int r = sd_bus_call_method(bus->get(), kDestination, kManagerPath, kManagerInterface, "GetUnit", &error.error, &raw,
+    int r = sd_bus_call_method(bus.get(), kDestination, kManagerPath, kManagerInterface, "GetUnit", &error.error, &raw,
                                "s", dependent.c_str());
     Message reply(raw);
     if (r < 0) {
@@ -374,7 +366,7 @@ StatusOr<std::vector<std::string>> SystemdServiceManager::ActiveDependents(const
     if (r < 0) return Internal("reading the state of " + dependent + ": " + ErrnoText(r));
     BusError get_error;
     char* state = nullptr;
-    r = sd_bus_get_property_string(bus->get(), kDestination, dependent_path, kUnitInterface, "ActiveState",
+    r = sd_bus_get_property_string(bus.get(), kDestination, dependent_path, kUnitInterface, "ActiveState",
                                    &get_error.error, &state);
     if (r < 0) return FromBusFailure(r, get_error.error, "reading the state of " + dependent);
     bool is_up = IsUpActiveState(state ? state : "");

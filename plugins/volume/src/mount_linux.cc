@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "errno_linux.h"
+
 namespace csi_proxy::volume {
 namespace {
 
@@ -56,9 +58,8 @@ StatusOr<MountOfFd> FindMountOf(int fd) {
   if (!(stx.stx_mask & STATX_MNT_ID) || !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) {
     return FailedPrecondition("the kernel does not report mount ids through statx (needs Linux 5.8 or later)");
   }
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  for (const auto& m : *mounts) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  for (const auto& m : mounts) {
     if (static_cast<uint64_t>(m.id) == stx.stx_mnt_id) {
       return MountOfFd{(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0, m};
     }
@@ -112,9 +113,8 @@ StatusOr<std::unique_ptr<TemporaryMount>> TemporaryMount::Create(const std::stri
   tmp->path_ = templ;
   UniqueFd dir(open(templ.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir.valid()) return Internal(ErrnoMessage("open " + templ, errno));
-  auto mount = DetachedMount::Create(request);
-  if (!mount.ok()) return mount.status();
-  CSI_PROXY_RETURN_IF_ERROR(mount->AttachAt(dir.get(), templ));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mount, DetachedMount::Create(request));
+  CSI_PROXY_RETURN_IF_ERROR(mount.AttachAt(dir.get(), templ));
   tmp->mounted_ = true;
   return tmp;
 }

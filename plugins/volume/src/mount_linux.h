@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "block_devices_linux.h"
-#include "confined_open_linux.h"
 #include "csi_proxy/status.hpp"
+#include "mount_table_linux.h"
+#include "unique_fd_linux.h"
 
 namespace csi_proxy::volume {
 

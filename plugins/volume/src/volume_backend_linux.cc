@@ -17,9 +17,13 @@
 #include <memory>
 #include <optional>
 
+#include "block_probe_linux.h"
 #include "confined_open_linux.h"
+#include "errno_linux.h"
 #include "mount_linux.h"
+#include "partition_table_linux.h"
 #include "run_program.h"
+#include "text.h"
 
 namespace csi_proxy::volume {
 
@@ -120,27 +124,24 @@ StatusOr<UniqueFd> LinuxVolumeBackend::OpenTarget(const common::ConfinedPath& ta
 }
 
 StatusOr<std::string> LinuxVolumeBackend::CanonicalVolumeId(const std::string& volume_id) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
-  return volume->path;
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  return volume.path;
 }
 
 StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_t disk_number,
                                                                          uint32_t partition_number) {
-  auto disk = devices_.DiskByNumber(disk_number);
-  if (!disk.ok()) return disk.status();
-  auto parts = devices_.PartitionsOf(*disk);
-  if (!parts.ok()) return parts.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto parts, devices_.PartitionsOf(disk));
   std::vector<std::string> volumes;
-  if (parts->empty()) {
+  if (parts.empty()) {
     // No partitions: the whole disk is a volume if it holds a filesystem.
-    auto sig = common::ProbeSignatures(disk->path);
-    if (sig.ok() && IsFilesystem(*sig) && partition_number == 0) volumes.push_back(disk->path);
+    auto sig = common::ProbeSignatures(disk.path);
+    if (sig.ok() && IsFilesystem(*sig) && partition_number == 0) volumes.push_back(disk.path);
     return volumes;
   }
   // Partitions that cannot hold a volume (Microsoft Reserved, extended containers) are not listed.
-  auto entries = common::ReadPartitionEntries(disk->path);
-  for (const auto& part : *parts) {
+  auto entries = common::ReadPartitionEntries(disk.path);
+  for (const auto& part : parts) {
     if (partition_number != 0 && part.partition_number != partition_number) continue;
     bool skip = false;
     if (entries.ok()) {
@@ -156,51 +157,44 @@ StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_
 }
 
 StatusOr<bool> LinuxVolumeBackend::IsVolumeFormatted(const std::string& volume_id) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
-  auto sig = common::ProbeSignatures(volume->path);
-  if (!sig.ok()) return sig.status();
-  return IsFilesystem(*sig);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
+  return IsFilesystem(sig);
 }
 
 Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
   const std::string& fs_type = options_.default_fs_type;
-  const std::string what = "volume " + volume->path;
-  if (!volume->is_partition) {
-    auto parts = devices_.PartitionsOf(*volume);
+  const std::string what = "volume " + volume.path;
+  if (!volume.is_partition) {
+    auto parts = devices_.PartitionsOf(volume);
     if (parts.ok() && !parts->empty()) {
       return FailedPrecondition(what + " is a disk with partitions; format one of its partitions instead");
     }
   }
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  if (auto use = devices_.DescribeUse(*volume, *mounts)) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  if (auto use = devices_.DescribeUse(volume, mounts)) {
     return FailedPrecondition(what + " is in use: " + *use + "; refusing to format it");
   }
-  auto mkfs = common::FindSystemProgram("mkfs." + fs_type);
-  if (!mkfs.ok()) return mkfs.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mkfs, common::FindSystemProgram("mkfs." + fs_type));
 
   // The udev-convention lock on the whole disk while the filesystem is written; look again under it.
-  auto disk = devices_.DiskOf(*volume);
-  if (!disk.ok()) return disk.status();
-  auto lock = common::OpenAndLockDisk(disk->path, O_RDONLY, /*exclusive=*/true);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskOf(volume));
+  auto lock = common::OpenAndLockDisk(disk.path, O_RDONLY, /*exclusive=*/true);
   if (!lock.ok()) return lock.status().WithContext("formatting " + what);
-  auto sig = common::ProbeSignatures(volume->path);
-  if (!sig.ok()) return sig.status();
-  if (IsFilesystem(*sig) && sig->fs_type == fs_type) return Status::Ok();  // a retry after success
-  if (!sig->Empty()) {
-    return FailedPrecondition(what + " already holds " + common::DescribeSignatures(*sig) +
+  CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
+  if (IsFilesystem(sig) && sig.fs_type == fs_type) return Status::Ok();  // a retry after success
+  if (!sig.Empty()) {
+    return FailedPrecondition(what + " already holds " + common::DescribeSignatures(sig) +
                               "; refusing to overwrite it");
   }
   std::vector<std::string> argv;
   if (IsExt(fs_type)) {
     // -F: a whole-disk volume would otherwise make mke2fs ask for confirmation; nodiscard: quick, like
     // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively.
-    argv = {*mkfs, "-F", "-q", "-E", "nodiscard", volume->path};
+    argv = {mkfs, "-F", "-q", "-E", "nodiscard", volume.path};
   } else if (fs_type == "xfs") {
-    argv = {*mkfs, "-q", "-K", volume->path};  // no -f: mkfs.xfs refuses to overwrite anything it recognises
+    argv = {mkfs, "-q", "-K", volume.path};  // no -f: mkfs.xfs refuses to overwrite anything it recognises
   } else {
     return FailedPrecondition("formatting as " + fs_type + " is not supported");
   }
@@ -211,28 +205,24 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
 
 Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {
   if (size_bytes < 0) return InvalidArgument("invalid negative size " + std::to_string(size_bytes));
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
-  const std::string what = "volume " + volume->path;
-  auto sig = common::ProbeSignatures(volume->path);
-  if (!sig.ok()) return sig.status();
-  if (sig->ambivalent || (!sig->fs_type.empty() && !IsFilesystem(*sig))) {
-    return FailedPrecondition(what + " holds " + common::DescribeSignatures(*sig) + "; refusing to resize it");
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  const std::string what = "volume " + volume.path;
+  CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
+  if (sig.ambivalent || (!sig.fs_type.empty() && !IsFilesystem(sig))) {
+    return FailedPrecondition(what + " holds " + common::DescribeSignatures(sig) + "; refusing to resize it");
   }
-  const std::string fs_type = sig->fs_type;
+  const std::string fs_type = sig.fs_type;
   if (!fs_type.empty()) {
     if (!IsSupportedFilesystem(fs_type)) {
       return FailedPrecondition("growing a " + fs_type + " filesystem is not supported (ext2/3/4 and xfs are)");
     }
-    auto grower = common::FindSystemProgram(IsExt(fs_type) ? "resize2fs" : "xfs_growfs");
-    if (!grower.ok()) return grower.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto grower, common::FindSystemProgram(IsExt(fs_type) ? "resize2fs" : "xfs_growfs"));
   }
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  const bool mounted = !common::MountsOfDevice(*mounts, *volume).empty();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  const bool mounted = !common::MountsOfDevice(mounts, volume).empty();
 
   // The filesystem grows when the partition (as it will be) exceeds it by an alignment unit or more.
-  const std::optional<uint64_t> fs_bytes = fs_type.empty() ? std::nullopt : FilesystemBytes(volume->path, fs_type);
+  const std::optional<uint64_t> fs_bytes = fs_type.empty() ? std::nullopt : FilesystemBytes(volume.path, fs_type);
   auto fs_needs_growth = [&](uint64_t partition_bytes) {
     return !fs_type.empty() && (!fs_bytes || partition_bytes >= *fs_bytes + kMinPartitionGrowth);
   };
@@ -247,37 +237,34 @@ Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t si
     return Status::Ok();
   };
 
-  uint64_t partition_bytes = volume->size_bytes;
-  if (volume->is_partition) {
+  uint64_t partition_bytes = volume.size_bytes;
+  if (volume.is_partition) {
     CSI_PROXY_RETURN_IF_ERROR(
-        GrowPartition(*volume, size_bytes, can_grow, partition_bytes).WithContext("growing the partition of " + what));
-  } else if (static_cast<uint64_t>(size_bytes) > volume->size_bytes) {
-    return Status(Code::kOutOfRange, what + " is a whole disk of " + std::to_string(volume->size_bytes) +
+        GrowPartition(volume, size_bytes, can_grow, partition_bytes).WithContext("growing the partition of " + what));
+  } else if (static_cast<uint64_t>(size_bytes) > volume.size_bytes) {
+    return Status(Code::kOutOfRange, what + " is a whole disk of " + std::to_string(volume.size_bytes) +
                                          " bytes; it cannot grow to " + std::to_string(size_bytes) + " bytes");
   }
   if (!fs_needs_growth(partition_bytes)) return Status::Ok();  // growing to the current size changes nothing
   CSI_PROXY_RETURN_IF_ERROR(can_grow(partition_bytes));
-  auto grown = Volume(volume->path);  // the new size
-  if (!grown.ok()) return grown.status();
-  return GrowFilesystem(*grown, fs_type).WithContext("growing the " + fs_type + " filesystem of " + what);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto grown, Volume(volume.path));  // the new size
+  return GrowFilesystem(grown, fs_type).WithContext("growing the " + fs_type + " filesystem of " + what);
 }
 
 Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size_bytes,
                                          const std::function<Status(uint64_t)>& before_write,
                                          uint64_t& partition_bytes) {
-  auto disk = devices_.DiskOf(volume);
-  if (!disk.ok()) return disk.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskOf(volume));
   // Not O_EXCL: the volume may be mounted (online growth). The disk lock keeps partitioners out.
-  auto fd = common::OpenAndLockDisk(disk->path, O_RDWR, /*exclusive=*/true);
-  if (!fd.ok()) return fd.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto fd, common::OpenAndLockDisk(disk.path, O_RDWR, /*exclusive=*/true));
 
   std::unique_ptr<fdisk_context, FdiskContextDeleter> cxt(fdisk_new_context());
   if (!cxt) return Internal("libfdisk: out of memory");
   fdisk_disable_dialogs(cxt.get(), 1);
-  if (int rc = fdisk_assign_device_by_fd(cxt.get(), fd->get(), disk->path.c_str(), 0); rc < 0) {
-    return Internal(ErrnoMessage("libfdisk cannot read " + disk->path, -rc));
+  if (int rc = fdisk_assign_device_by_fd(cxt.get(), fd.get(), disk.path.c_str(), 0); rc < 0) {
+    return Internal(ErrnoMessage("libfdisk cannot read " + disk.path, -rc));
   }
-  if (!fdisk_has_label(cxt.get())) return FailedPrecondition(disk->path + " has no partition table");
+  if (!fdisk_has_label(cxt.get())) return FailedPrecondition(disk.path + " has no partition table");
   const bool gpt = fdisk_is_label(cxt.get(), GPT);
   if (!gpt && !(fdisk_is_label(cxt.get(), DOS) && volume.partition_number <= 4)) {
     return FailedPrecondition("only GPT partitions and dos primary partitions can be grown");
@@ -285,7 +272,7 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
   const size_t partno = volume.partition_number - 1;
   fdisk_partition* current_raw = nullptr;
   if (fdisk_get_partition(cxt.get(), partno, &current_raw) < 0 || current_raw == nullptr) {
-    return FailedPrecondition("the partition table of " + disk->path + " has no partition " +
+    return FailedPrecondition("the partition table of " + disk.path + " has no partition " +
                               std::to_string(volume.partition_number) + "; call Rescan");
   }
   std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> current(current_raw);
@@ -331,66 +318,57 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
     return Internal(ErrnoMessage("libfdisk cannot write the partition table", -rc));
   }
   fdisk_deassign_device(cxt.get(), /*nosync=*/1);
-  if (fsync(fd->get()) != 0) return Internal(ErrnoMessage("fsync " + disk->path, errno));
+  if (fsync(fd.get()) != 0) return Internal(ErrnoMessage("fsync " + disk.path, errno));
   CSI_PROXY_RETURN_IF_ERROR(
-      common::KernelResizePartition(fd->get(), volume.partition_number, start * sector, wanted * sector));
+      common::KernelResizePartition(fd.get(), volume.partition_number, start * sector, wanted * sector));
   partition_bytes = wanted * sector;
   return Status::Ok();
 }
 
 Status LinuxVolumeBackend::GrowFilesystem(const BlockDevice& volume, const std::string& fs_type) {
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  auto mounted = MountsOf(*mounts, volume);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  auto mounted = MountsOf(mounts, volume);
   common::ProgramOptions run;
   run.timeout = kGrowTimeout;
   if (IsExt(fs_type)) {
-    auto resize2fs = common::FindSystemProgram("resize2fs");
-    if (!resize2fs.ok()) return resize2fs.status();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto resize2fs, common::FindSystemProgram("resize2fs"));
     if (mounted.empty()) {
       // Offline growth: resize2fs insists on a freshly checked filesystem, and growing one with errors would
       // spread them. e2fsck -p repairs only what is safe without a human; 0 and 1 mean clean (or made clean).
-      auto e2fsck = common::FindSystemProgram("e2fsck");
-      if (!e2fsck.ok()) return e2fsck.status();
-      auto check = common::RunProgram({*e2fsck, "-f", "-p", volume.path}, run);
-      if (!check.ok()) return check.status();
-      if (check->exit_code != 0 && check->exit_code != 1) {
+      CSI_PROXY_ASSIGN_OR_RETURN(auto e2fsck, common::FindSystemProgram("e2fsck"));
+      CSI_PROXY_ASSIGN_OR_RETURN(auto check, common::RunProgram({e2fsck, "-f", "-p", volume.path}, run));
+      if (check.exit_code != 0 && check.exit_code != 1) {
         return FailedPrecondition("e2fsck -f -p found errors it could not fix (exit status " +
-                                  std::to_string(check->exit_code) +
-                                  "); the filesystem was not grown: " + check->output.substr(0, 500));
+                                  std::to_string(check.exit_code) +
+                                  "); the filesystem was not grown: " + check.output.substr(0, 500));
       }
     }
-    return common::RunProgramChecked({*resize2fs, volume.path}, run);
+    return common::RunProgramChecked({resize2fs, volume.path}, run);
   }
   // xfs grows only while mounted: an unmounted one is mounted privately for the duration.
-  auto xfs_growfs = common::FindSystemProgram("xfs_growfs");
-  if (!xfs_growfs.ok()) return xfs_growfs.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto xfs_growfs, common::FindSystemProgram("xfs_growfs"));
   std::unique_ptr<TemporaryMount> temporary;
   std::string mount_point;
   if (!mounted.empty()) {
     mount_point = mounted.front().target;
   } else {
-    auto tmp = TemporaryMount::Create(options_.scratch_dir, MountRequest{volume.path, fs_type, false});
-    if (!tmp.ok()) return tmp.status();
-    temporary = std::move(tmp).value();
+    CSI_PROXY_ASSIGN_OR_RETURN(temporary,
+                               TemporaryMount::Create(options_.scratch_dir, MountRequest{volume.path, fs_type, false}));
     mount_point = temporary->path();
   }
-  return common::RunProgramChecked({*xfs_growfs, "-d", mount_point}, run);
+  return common::RunProgramChecked({xfs_growfs, "-d", mount_point}, run);
 }
 
 StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volume_id) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
-  auto sig = common::ProbeSignatures(volume->path);
-  if (!sig.ok()) return sig.status();
-  if (!IsFilesystem(*sig)) {
-    return FailedPrecondition("volume " + volume->path + " holds no filesystem (" + common::DescribeSignatures(*sig) +
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
+  if (!IsFilesystem(sig)) {
+    return FailedPrecondition("volume " + volume.path + " holds no filesystem (" + common::DescribeSignatures(sig) +
                               ")");
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto mounts = common::ReadMountTable();
-    if (!mounts.ok()) return mounts.status();
-    for (const auto& m : MountsOf(*mounts, *volume)) {
+    CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+    for (const auto& m : MountsOf(mounts, volume)) {
       struct stat st {};
       struct statvfs vfs {};
       // The mount point may be covered by another mount; only a path that still shows this device counts.
@@ -399,56 +377,50 @@ StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volu
       }
     }
     // Not mounted (or hidden): a read-only instance attached nowhere; it vanishes when closed.
-    auto detached = DetachedMount::Create(MountRequest{volume->path, sig->fs_type, true});
+    auto detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, true});
     if (!detached.ok() && detached.status().code() == Code::kFailedPrecondition) {
       // Mounted read-write meanwhile (or elsewhere, hidden): share that instance without changing it.
-      detached = DetachedMount::Create(MountRequest{volume->path, sig->fs_type, false});
+      detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false});
     }
     if (detached.ok()) {
       struct statvfs vfs {};
-      if (fstatvfs(detached->fd(), &vfs) != 0) return Internal(ErrnoMessage("fstatvfs " + volume->path, errno));
+      if (fstatvfs(detached->fd(), &vfs) != 0) return Internal(ErrnoMessage("fstatvfs " + volume.path, errno));
       return FromStatvfs(vfs);
     }
-    if (attempt == 1) return detached.status().WithContext("reading the filesystem size of " + volume->path);
+    if (attempt == 1) return detached.status().WithContext("reading the filesystem size of " + volume.path);
   }
   return Internal("unreachable");
 }
 
 StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const std::string& volume_id) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
-  auto number = common::DiskNumberOf(*volume);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  auto number = common::DiskNumberOf(volume);
   if (!number) {
-    return FailedPrecondition("the disk of " + volume->path + " has no disk number (diskseq " +
-                              std::to_string(volume->diskseq) + ")");
+    return FailedPrecondition("the disk of " + volume.path + " has no disk number (diskseq " +
+                              std::to_string(volume.diskseq) + ")");
   }
   return *number;
 }
 
 Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
-  auto sig = common::ProbeSignatures(volume->path);
-  if (!sig.ok()) return sig.status();
-  if (!IsFilesystem(*sig)) {
-    return FailedPrecondition("volume " + volume->path + " is not formatted (it holds " +
-                              common::DescribeSignatures(*sig) + ")");
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
+  if (!IsFilesystem(sig)) {
+    return FailedPrecondition("volume " + volume.path + " is not formatted (it holds " +
+                              common::DescribeSignatures(sig) + ")");
   }
-  auto dir = OpenTarget(target);
-  if (!dir.ok()) return dir.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenTarget(target));
   struct stat st {};
-  if (fstat(dir->get(), &st) != 0) return Internal(ErrnoMessage("fstat " + QuotePath(target.path), errno));
+  if (fstat(dir.get(), &st) != 0) return Internal(ErrnoMessage("fstat " + QuotePath(target.path), errno));
   if (!S_ISDIR(st.st_mode)) return FailedPrecondition("target_path " + QuotePath(target.path) + " is not a directory");
-  auto where = FindMountOf(dir->get());
-  if (!where.ok()) return where.status();
-  if (where->is_mount_root) {
-    if (common::IsMountOf(where->entry, *volume) && where->entry.root == "/") return Status::Ok();  // already there
-    return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where->entry.source + " (" +
-                              where->entry.fs_type + ") mounted on it");
+  CSI_PROXY_ASSIGN_OR_RETURN(auto where, FindMountOf(dir.get()));
+  if (where.is_mount_root) {
+    if (common::IsMountOf(where.entry, volume) && where.entry.root == "/") return Status::Ok();  // already there
+    return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where.entry.source + " (" +
+                              where.entry.fs_type + ") mounted on it");
   }
-  auto mount = DetachedMount::Create(MountRequest{volume->path, sig->fs_type, false});
-  if (!mount.ok()) return mount.status();
-  return mount->AttachAt(dir->get(), QuotePath(target.path));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mount, DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false}));
+  return mount.AttachAt(dir.get(), QuotePath(target.path));
 }
 
 Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
@@ -456,14 +428,13 @@ Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const com
   if (!volume.ok() && volume.status().code() != Code::kNotFound) return volume.status();
   auto dir = OpenTarget(target);
   if (!dir.ok()) return dir.status().code() == Code::kNotFound ? Status::Ok() : dir.status();
-  auto where = FindMountOf(dir->get());
-  if (!where.ok()) return where.status();
-  if (!where->is_mount_root) return Status::Ok();  // nothing mounted there: done already
+  CSI_PROXY_ASSIGN_OR_RETURN(auto where, FindMountOf(dir->get()));
+  if (!where.is_mount_root) return Status::Ok();  // nothing mounted there: done already
   // A volume whose device has gone (a detached disk) is still unmounted by the name it was mounted with.
-  const bool same = volume.ok() ? common::IsMountOf(where->entry, *volume) : where->entry.source == volume_id;
+  const bool same = volume.ok() ? common::IsMountOf(where.entry, *volume) : where.entry.source == volume_id;
   if (!same) {
-    return FailedPrecondition("target_path " + QuotePath(target.path) + " has " + where->entry.source + " (" +
-                              where->entry.fs_type + ") mounted on it, not " + QuotePath(volume_id));
+    return FailedPrecondition("target_path " + QuotePath(target.path) + " has " + where.entry.source + " (" +
+                              where.entry.fs_type + ") mounted on it, not " + QuotePath(volume_id));
   }
   {
     UniqueFd contents(openat(dir->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -473,17 +444,15 @@ Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const com
 
   // Unmount by the mount point's real location (a symlinked target_path resolves elsewhere within the roots),
   // looked up from a descriptor of its parent and refusing a symlink in the last step.
-  auto real = policy_.Confine(where->entry.target, "target_path");
-  if (!real.ok()) return real.status();
-  auto parent = common::OpenParent(policy_, *real, "target_path");
-  if (!parent.ok()) return parent.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto real, policy_.Confine(where.entry.target, "target_path"));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, real, "target_path"));
   struct statx stx {};
-  if (parent->name.empty() ||
-      statx(parent->dir.get(), parent->name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) != 0 ||
-      stx.stx_mnt_id != static_cast<uint64_t>(where->entry.id)) {
+  if (parent.name.empty() ||
+      statx(parent.dir.get(), parent.name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) != 0 ||
+      stx.stx_mnt_id != static_cast<uint64_t>(where.entry.id)) {
     return Status(Code::kAborted, "the mount at " + QuotePath(target.path) + " changed while being unmounted");
   }
-  const std::string path = "/proc/self/fd/" + std::to_string(parent->dir.get()) + "/" + parent->name;
+  const std::string path = "/proc/self/fd/" + std::to_string(parent.dir.get()) + "/" + parent.name;
   if (umount2(path.c_str(), UMOUNT_NOFOLLOW) != 0) {
     int err = errno;
     if (err == EBUSY) return FailedPrecondition("target_path " + QuotePath(target.path) + " is busy (files open?)");
@@ -493,49 +462,42 @@ Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const com
 }
 
 StatusOr<std::string> LinuxVolumeBackend::GetVolumeIdFromTargetPath(const common::ConfinedPath& target) {
-  auto dir = OpenTarget(target);
-  if (!dir.ok()) return dir.status();
-  auto where = FindMountOf(dir->get());
-  if (!where.ok()) return where.status();
-  if (!where->is_mount_root) return NotFound("no volume is mounted at " + QuotePath(target.path));
-  auto device = devices_.DeviceOfMount(where->entry);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenTarget(target));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto where, FindMountOf(dir.get()));
+  if (!where.is_mount_root) return NotFound("no volume is mounted at " + QuotePath(target.path));
+  auto device = devices_.DeviceOfMount(where.entry);
   if (!device.ok()) {
-    return NotFound(QuotePath(target.path) + " is a mount of " + where->entry.source + " (" + where->entry.fs_type +
+    return NotFound(QuotePath(target.path) + " is a mount of " + where.entry.source + " (" + where.entry.fs_type +
                     "), not of a block volume");
   }
   return device->path;
 }
 
 StatusOr<std::string> LinuxVolumeBackend::GetClosestVolumeIdFromTargetPath(const common::ConfinedPath& target) {
-  auto dir = OpenTarget(target);
-  if (!dir.ok()) return dir.status();
-  auto where = FindMountOf(dir->get());
-  if (!where.ok()) return where.status();
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenTarget(target));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto where, FindMountOf(dir.get()));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
   // From the mount holding the path outwards, the first one whose source is a block device.
-  common::MountEntry entry = where->entry;
+  common::MountEntry entry = where.entry;
   for (int depth = 0; depth < 256; ++depth) {
     if (auto device = devices_.DeviceOfMount(entry); device.ok()) return device->path;
-    auto parent = std::find_if(mounts->begin(), mounts->end(), [&](const auto& m) { return m.id == entry.parent_id; });
-    if (parent == mounts->end() || parent->id == entry.id) break;
+    auto parent = std::find_if(mounts.begin(), mounts.end(), [&](const auto& m) { return m.id == entry.parent_id; });
+    if (parent == mounts.end() || parent->id == entry.id) break;
     entry = *parent;
   }
   return NotFound("no block volume holds " + QuotePath(target.path));
 }
 
 Status LinuxVolumeBackend::WriteVolumeCache(const std::string& volume_id) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok()) return volume.status();
-  auto mounts = common::ReadMountTable();
-  if (!mounts.ok()) return mounts.status();
-  for (const auto& m : MountsOf(*mounts, *volume)) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  for (const auto& m : MountsOf(mounts, volume)) {
     UniqueFd fs(open(m.target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fs.valid() && syncfs(fs.get()) != 0) return Internal(ErrnoMessage("syncfs " + m.target, errno));
   }
-  UniqueFd device(open(volume->path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!device.valid()) return Internal(ErrnoMessage("open " + volume->path, errno));
-  if (fsync(device.get()) != 0) return Internal(ErrnoMessage("fsync " + volume->path, errno));
+  UniqueFd device(open(volume.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!device.valid()) return Internal(ErrnoMessage("open " + volume.path, errno));
+  if (fsync(device.get()) != 0) return Internal(ErrnoMessage("fsync " + volume.path, errno));
   return Status::Ok();
 }
 

@@ -6,8 +6,9 @@
 #include <functional>
 #include <string>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
 #include "path_policy.h"
+#include "unique_fd_linux.h"
 #include "volume_backend.h"
 
 namespace csi_proxy::volume {

@@ -1,6 +1,8 @@
 // The volume group's version-neutral service; see volume_service.h.
 #include "volume_service.h"
 
+#include "text.h"
+
 namespace csi_proxy::volume {
 namespace {
 
@@ -18,9 +20,8 @@ StatusOr<std::string> VolumeService::Canonical(const std::string& volume_id) {
 
 StatusOr<common::ConfinedPath> VolumeService::Target(const std::string& target_path, bool may_be_root) {
   if (target_path.empty()) return InvalidArgument("target path is empty");
-  auto target = policy_.Confine(target_path, "target_path");
-  if (!target.ok()) return target.status();
-  if (!may_be_root && target->is_root()) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, policy_.Confine(target_path, "target_path"));
+  if (!may_be_root && target.is_root()) {
     return InvalidArgument("target_path " + common::QuotePath(target_path) +
                            " is an allowed root itself; mount volumes in a directory below it");
   }
@@ -32,80 +33,69 @@ StatusOr<std::vector<std::string>> VolumeService::ListVolumesOnDisk(uint32_t dis
 }
 
 Status VolumeService::MountVolume(const std::string& volume_id, const std::string& target_path) {
-  auto id = Canonical(volume_id);
-  if (!id.ok()) return id.status();
-  auto target = Target(target_path, /*may_be_root=*/false);
-  if (!target.ok()) return target.status();
-  auto volume_lock = locks_.Hold(VolumeKey(*id));
-  auto target_lock = locks_.Hold(TargetKey(*target));
-  return backend_.MountVolume(*id, *target);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, Target(target_path, /*may_be_root=*/false));
+  auto volume_lock = locks_.Hold(VolumeKey(id));
+  auto target_lock = locks_.Hold(TargetKey(target));
+  return backend_.MountVolume(id, target);
 }
 
 Status VolumeService::UnmountVolume(const std::string& volume_id, const std::string& target_path) {
   if (volume_id.empty()) return InvalidArgument("volume id is empty");
-  auto target = Target(target_path, /*may_be_root=*/false);
-  if (!target.ok()) return target.status();
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, Target(target_path, /*may_be_root=*/false));
   // A volume whose device has gone can still be unmounted: the backend matches it by its old name.
   auto id = backend_.CanonicalVolumeId(volume_id);
   if (!id.ok() && id.status().code() != Code::kNotFound) return id.status();
   const std::string key = id.ok() ? *id : volume_id;
   auto volume_lock = locks_.Hold(VolumeKey(key));
-  auto target_lock = locks_.Hold(TargetKey(*target));
-  return backend_.UnmountVolume(key, *target);
+  auto target_lock = locks_.Hold(TargetKey(target));
+  return backend_.UnmountVolume(key, target);
 }
 
 StatusOr<bool> VolumeService::IsVolumeFormatted(const std::string& volume_id) {
-  auto id = Canonical(volume_id);
-  if (!id.ok()) return id.status();
-  auto lock = locks_.Hold(VolumeKey(*id));
-  return backend_.IsVolumeFormatted(*id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  auto lock = locks_.Hold(VolumeKey(id));
+  return backend_.IsVolumeFormatted(id);
 }
 
 Status VolumeService::FormatVolume(const std::string& volume_id) {
-  auto id = Canonical(volume_id);
-  if (!id.ok()) return id.status();
-  auto lock = locks_.Hold(VolumeKey(*id));
-  return backend_.FormatVolume(*id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  auto lock = locks_.Hold(VolumeKey(id));
+  return backend_.FormatVolume(id);
 }
 
 Status VolumeService::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {
   if (size_bytes < 0) return InvalidArgument("invalid negative size " + std::to_string(size_bytes));
-  auto id = Canonical(volume_id);
-  if (!id.ok()) return id.status();
-  auto lock = locks_.Hold(VolumeKey(*id));
-  return backend_.ResizeVolume(*id, size_bytes);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  auto lock = locks_.Hold(VolumeKey(id));
+  return backend_.ResizeVolume(id, size_bytes);
 }
 
 StatusOr<VolumeStats> VolumeService::GetVolumeStats(const std::string& volume_id) {
-  auto id = Canonical(volume_id);
-  if (!id.ok()) return id.status();
-  auto lock = locks_.Hold(VolumeKey(*id));
-  return backend_.GetVolumeStats(*id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  auto lock = locks_.Hold(VolumeKey(id));
+  return backend_.GetVolumeStats(id);
 }
 
 StatusOr<uint32_t> VolumeService::GetDiskNumberFromVolumeId(const std::string& volume_id) {
-  auto id = Canonical(volume_id);
-  if (!id.ok()) return id.status();
-  return backend_.GetDiskNumber(*id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  return backend_.GetDiskNumber(id);
 }
 
 StatusOr<std::string> VolumeService::GetVolumeIdFromTargetPath(const std::string& target_path) {
-  auto target = Target(target_path, /*may_be_root=*/true);
-  if (!target.ok()) return target.status();
-  return backend_.GetVolumeIdFromTargetPath(*target);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, Target(target_path, /*may_be_root=*/true));
+  return backend_.GetVolumeIdFromTargetPath(target);
 }
 
 StatusOr<std::string> VolumeService::GetClosestVolumeIdFromTargetPath(const std::string& target_path) {
-  auto target = Target(target_path, /*may_be_root=*/true);
-  if (!target.ok()) return target.status();
-  return backend_.GetClosestVolumeIdFromTargetPath(*target);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, Target(target_path, /*may_be_root=*/true));
+  return backend_.GetClosestVolumeIdFromTargetPath(target);
 }
 
 Status VolumeService::WriteVolumeCache(const std::string& volume_id) {
-  auto id = Canonical(volume_id);
-  if (!id.ok()) return id.status();
-  auto lock = locks_.Hold(VolumeKey(*id));
-  return backend_.WriteVolumeCache(*id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  auto lock = locks_.Hold(VolumeKey(id));
+  return backend_.WriteVolumeCache(id);
 }
 
 }  // namespace csi_proxy::volume

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "block_devices_linux.h"
-#include "loop_device.h"
+#include "block_device_scan_linux.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::testing {
 
@@ -71,7 +71,7 @@ class FakeScsiDisk {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  PrivateTempDir dir_;
+  TempDir dir_;
   std::string scsi_dir_;
   std::string host_scan_;
   common::BlockDeviceRoots roots_;

@@ -1,5 +1,5 @@
-// Test fixtures for real block devices: a private temporary directory that unmounts whatever a test left
-// mounted beneath it, and a loop device with partition scanning over a sparse file, detached on destruction.
+// Test fixtures for real block devices: a loop device with partition scanning over a sparse file, detached on
+// destruction.
 #pragma once
 
 #include <fcntl.h>
@@ -20,54 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "block_devices_linux.h"
 #include "run_program.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::testing {
-
-// mkdtemp under /tmp. The destructor detaches mounts beneath it (only ours: the directory is private and new),
-// then removes it, unless something stayed mounted (never delete across a mount).
-class PrivateTempDir {
- public:
-  PrivateTempDir() {
-    std::string templ = "/tmp/csi-proxy-test-XXXXXX";
-    if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error(std::string("mkdtemp: ") + strerror(errno));
-    path_ = templ;
-  }
-  ~PrivateTempDir() {
-    bool mounted = false;
-    for (int round = 0; round < 3; ++round) {
-      mounted = false;
-      auto mounts = common::ReadMountTable();
-      if (!mounts.ok()) break;
-      std::vector<std::string> beneath;
-      for (const auto& m : *mounts) {
-        if (m.target == path_ || m.target.rfind(path_ + "/", 0) == 0) beneath.push_back(m.target);
-      }
-      std::sort(beneath.begin(), beneath.end(), [](auto& a, auto& b) { return a.size() > b.size(); });
-      for (const auto& t : beneath) {
-        mounted = true;
-        umount2(t.c_str(), MNT_DETACH);
-      }
-      if (!mounted) break;
-    }
-    if (!mounted) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  PrivateTempDir(const PrivateTempDir&) = delete;
-  PrivateTempDir& operator=(const PrivateTempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-  std::string MakeDir(const std::string& name) const {
-    std::filesystem::create_directories(Sub(name));
-    return Sub(name);
-  }
-
- private:
-  std::string path_;
-};
 
 // The absolute path of a system program, or "" if it is not installed (the test then skips).
 inline std::string SystemProgram(const std::string& name) {
@@ -178,7 +134,7 @@ class LoopDevice {
     throw std::runtime_error("loop device fixture: " + what + ": " + strerror(errno));
   }
 
-  PrivateTempDir dir_;
+  TempDir dir_;
   std::string backing_;
   int fd_ = -1;
   std::string path_;

@@ -10,18 +10,20 @@
 #include <thread>
 #include <vector>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
+#include "block_probe_linux.h"
 #include "disk_backend_linux.h"
 #include "disk_service.h"
 #include "fake_sysfs.h"
 #include "loop_device.h"
 #include "run_program.h"
+#include "unique_fd_linux.h"
 
 namespace csi_proxy::disk {
 namespace {
 
 using testing::LoopDevice;
-using testing::PrivateTempDir;
+using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 const std::string kBasicDataGuid = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
@@ -110,7 +112,7 @@ TEST_F(DiskServiceTest, PartitionDiskOnAPartitionedDiskWithAMountedVolumeSucceed
   LoopDevice loop(64 * kMiB);
   ASSERT_TRUE(service_.PartitionDisk(loop.DiskNumber()).ok());
   MakeFilesystem(loop.PartitionPath(1));
-  PrivateTempDir dir;
+  TempDir dir;
   std::string mnt = dir.MakeDir("mnt");
   ASSERT_EQ(mount(loop.PartitionPath(1).c_str(), mnt.c_str(), "ext4", 0, nullptr), 0);
   EXPECT_TRUE(service_.PartitionDisk(loop.DiskNumber()).ok());  // a retried NodeStage does this
@@ -134,7 +136,7 @@ TEST_F(DiskServiceTest, PartitionDiskRefusesAFilesystemOnTheWholeDiskAndKeepsIt)
 TEST_F(DiskServiceTest, PartitionDiskRefusesAMountedWholeDiskAndItsDataSurvives) {
   LoopDevice loop(64 * kMiB);
   MakeFilesystem(loop.path());
-  PrivateTempDir dir;
+  TempDir dir;
   std::string mnt = dir.MakeDir("mnt");
   ASSERT_EQ(mount(loop.path().c_str(), mnt.c_str(), "ext4", 0, nullptr), 0);
   std::ofstream(mnt + "/precious.txt") << "keep me";

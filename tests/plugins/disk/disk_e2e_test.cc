@@ -5,7 +5,8 @@
 
 #include <fstream>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
+#include "block_probe_linux.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "loop_device.h"
@@ -23,7 +24,7 @@ using csi_proxy::testing::Call;
 using csi_proxy::testing::Dial;
 using csi_proxy::testing::HostProcess;
 using csi_proxy::testing::LoopDevice;
-using csi_proxy::testing::PrivateTempDir;
+using csi_proxy::testing::TempDir;
 using Code = grpc::StatusCode;
 
 constexpr const char* kEndpoint = "csi-proxy-disk-v1";
@@ -88,7 +89,7 @@ class DiskEndToEnd : public ::testing::Test {
     return disk.ok() ? devices.PartitionsOf(*disk)->size() : 0;
   }
 
-  PrivateTempDir dir_;  // declared first: gone last, after the host stopped; unmounts whatever a test left
+  TempDir dir_;  // declared first: gone last, after the host stopped; unmounts whatever a test left
   HostProcess host_;
   std::shared_ptr<grpc::Channel> channel_;
 };

@@ -9,9 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "file_tree.h"
 #include "grpc_client.h"
 #include "host_process.h"
-#include "test_tree.h"
+#include "temp_dir.h"
 #include "v1/filesystem.pb.h"
 #include "v1alpha1/filesystem.pb.h"
 #include "v1beta1/filesystem.pb.h"
@@ -30,8 +31,8 @@ using testing::IsDirNoFollow;
 using testing::IsLinkNoFollow;
 using testing::Lexists;
 using testing::ReadFile;
-using testing::ScratchDir;
 using testing::Snapshot;
+using testing::TempDir;
 using testing::TestMount;
 using testing::WriteFile;
 namespace fs = std::filesystem;
@@ -247,11 +248,11 @@ class FilesystemEndToEnd : public ::testing::Test {
 
   std::string Roots() const { return "[" + kubelet_ + ", " + work_ + "]"; }
 
-  ScratchDir sandbox_;  // declared first: removed last, after the host has stopped and mounts are gone
-  std::string kubelet_ = sandbox_ / "kubelet";
-  std::string work_ = sandbox_ / "work";
-  std::string evil_ = sandbox_ / "kubelet-evil";
-  std::string outside_ = sandbox_ / "outside";
+  TempDir sandbox_;  // declared first: removed last, after the host has stopped and mounts are gone
+  std::string kubelet_ = sandbox_.Sub("kubelet");
+  std::string work_ = sandbox_.Sub("work");
+  std::string evil_ = sandbox_.Sub("kubelet-evil");
+  std::string outside_ = sandbox_.Sub("outside");
   HostProcess host_;
   Client<V1> v1_{Dial(host_.endpoint(kV1))};
   Client<V2alpha1> v2_{Dial(host_.endpoint(kV2alpha1))};
@@ -763,8 +764,8 @@ TEST_F(FilesystemEndToEnd, SmbStagedPathIsASymlinkAndCanBePublishedByDefault) {
 }
 
 TEST(FilesystemGroupConfig, EmptyLinkTargetDirsFollowNoLinkOutOfTheRoots) {
-  ScratchDir sandbox;
-  const std::string kubelet = sandbox / "kubelet";
+  TempDir sandbox;
+  const std::string kubelet = sandbox.Sub("kubelet");
   fs::create_directories(kubelet);
   HostProcess host("[groups.filesystem]\nrequired = true\nlink_target_dirs = []\n",
                    "kubelet_path = \"" + kubelet + "\"\n");

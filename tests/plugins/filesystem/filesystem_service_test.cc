@@ -10,7 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "test_tree.h"
+#include "file_tree.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::filesystem {
 namespace {
@@ -20,8 +21,8 @@ using testing::IsDirNoFollow;
 using testing::IsLinkNoFollow;
 using testing::Lexists;
 using testing::ReadFile;
-using testing::ScratchDir;
 using testing::Snapshot;
+using testing::TempDir;
 using testing::TestMount;
 using testing::WriteFile;
 namespace fs = std::filesystem;
@@ -52,12 +53,12 @@ class FilesystemServiceTest : public ::testing::Test {
     return a;
   }
 
-  ScratchDir sandbox_;
-  std::string kubelet_ = sandbox_ / "kubelet";
-  std::string work_ = sandbox_ / "work";
-  std::string evil_ = sandbox_ / "kubelet-evil";
-  std::string outside_ = sandbox_ / "outside";
-  std::string smb_ = sandbox_ / "smb-mounts";  // a link target dir, as the SMB group's mount root
+  TempDir sandbox_;
+  std::string kubelet_ = sandbox_.Sub("kubelet");
+  std::string work_ = sandbox_.Sub("work");
+  std::string evil_ = sandbox_.Sub("kubelet-evil");
+  std::string outside_ = sandbox_.Sub("outside");
+  std::string smb_ = sandbox_.Sub("smb-mounts");  // a link target dir, as the SMB group's mount root
   FilesystemService service_;
 };
 

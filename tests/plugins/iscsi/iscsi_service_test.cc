@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "iscsi_backend_linux.h"
+#include "temp_dir.h"
 #include "tgt_target.h"
 
 namespace csi_proxy::iscsi {
@@ -48,16 +49,11 @@ class CountingBackend final : public IscsiBackend {
 class IscsiServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/csi-proxy-iscsi-svc-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = dir_.path();
     state_dir_ = root_ + "/state";
     StartService();
   }
-  void TearDown() override {
-    service_.reset();
-    std::filesystem::remove_all(root_);
-  }
+  void TearDown() override { service_.reset(); }
 
   // (Re)starts the service on the same state directory, as a proxy restart does.
   void StartService() {
@@ -87,6 +83,7 @@ class IscsiServiceTest : public ::testing::Test {
     return names;
   }
 
+  testing::TempDir dir_;
   std::string root_, state_dir_;
   std::unique_ptr<IscsiService> service_;
   std::atomic<int> backend_calls_{0};

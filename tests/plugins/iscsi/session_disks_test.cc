@@ -9,6 +9,7 @@
 #include "fake_sysfs.h"
 #include "iscsi_backend_linux.h"
 #include "iscsi_service.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::iscsi {
 namespace {
@@ -43,9 +44,7 @@ class FakeIscsiSession {
 class SessionDisksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/csi-proxy-iscsi-disks-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    state_ = tmpl;
+    state_ = dir_.path();
     LinuxIscsiOptions options;
     options.state_dir = state_;
     options.initiator_name = "iqn.2024-01.io.k8s.csi-proxy.test:initiator";
@@ -55,9 +54,9 @@ class SessionDisksTest : public ::testing::Test {
     ASSERT_TRUE(backend.ok()) << backend.status().message();
     service_ = std::make_unique<IscsiService>(std::move(*backend), nullptr);
   }
-  void TearDown() override { fs::remove_all(state_); }
 
   FakeIscsiSession session_;
+  testing::TempDir dir_;
   std::string state_;
   std::unique_ptr<IscsiService> service_;
 };

@@ -12,21 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
+
 namespace csi_proxy::iscsi {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/csi-proxy-iscsi-state-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 mode_t ModeOf(const std::string& path) {
   struct stat st {};

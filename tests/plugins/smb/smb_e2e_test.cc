@@ -10,7 +10,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "block_devices_linux.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "samba_server.h"

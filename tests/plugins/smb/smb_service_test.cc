@@ -13,9 +13,10 @@
 
 #include <gtest/gtest.h>
 
-#include "block_devices_linux.h"
+#include "mount_table_linux.h"
 #include "samba_server.h"
 #include "smb_backend_linux.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::smb {
 namespace {
@@ -59,9 +60,7 @@ bool IsMounted(const std::string& path) {
 class SmbServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/csi-proxy-smb-svc-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = dir_.path();
     kubelet_ = root_ + "/kubelet";
     mount_root_ = root_ + "/state/smb";
     record_ = root_ + "/record";
@@ -75,7 +74,6 @@ class SmbServiceTest : public ::testing::Test {
     for (const auto& e : TreeOf(mount_root_)) {
       if (IsMounted(e)) umount2(e.c_str(), MNT_DETACH);
     }
-    fs::remove_all(root_);
   }
 
   // A stand-in for mount.cifs that records its argv, environment and stdin, then prints `message` and exits with
@@ -120,6 +118,7 @@ class SmbServiceTest : public ::testing::Test {
     return log_;
   }
 
+  testing::TempDir dir_;
   std::string root_, kubelet_, mount_root_, record_;
   std::unique_ptr<SmbService> service_;
   std::mutex log_mu_;

@@ -12,6 +12,8 @@
 namespace csi_proxy::system {
 namespace {
 
+using testing::TempDir;
+
 TEST(LinuxBiosInfo, ReturnsTheDmiSerialWithoutItsNewline) {
   TempDir dir;
   LinuxBiosInfo bios({dir.Write("product_serial", "VMware-56 4d 2b\n"), dir.path() + "/serial-number"});

@@ -18,6 +18,8 @@
 namespace csi_proxy::system {
 namespace {
 
+using testing::TempDir;
+
 SystemdConnectOptions Unreachable(const TempDir& dir) {
   return {.private_socket = dir.path() + "/private", .bus_address = "unix:path=" + dir.path() + "/bus"};
 }

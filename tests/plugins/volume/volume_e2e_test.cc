@@ -10,7 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
+#include "block_probe_linux.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "loop_device.h"
@@ -29,7 +30,7 @@ using csi_proxy::testing::Call;
 using csi_proxy::testing::Dial;
 using csi_proxy::testing::HostProcess;
 using csi_proxy::testing::LoopDevice;
-using csi_proxy::testing::PrivateTempDir;
+using csi_proxy::testing::TempDir;
 using Code = grpc::StatusCode;
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -186,7 +187,7 @@ class VolumeEndToEnd : public ::testing::Test {
   template <typename Client>
   void RunUpstreamSequence(Client& client, const std::string& fs_type, const std::string& name);
 
-  PrivateTempDir dir_;  // declared first: gone last, after the host stopped; unmounts whatever a test left
+  TempDir dir_;  // declared first: gone last, after the host stopped; unmounts whatever a test left
   std::string kubelet_;
   HostProcess host_;
   std::shared_ptr<grpc::Channel> disk_;

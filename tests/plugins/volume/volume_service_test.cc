@@ -14,7 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "block_devices_linux.h"
+#include "block_device_scan_linux.h"
+#include "block_probe_linux.h"
 #include "disk_backend_linux.h"
 #include "disk_service.h"
 #include "loop_device.h"
@@ -26,7 +27,7 @@ namespace csi_proxy::volume {
 namespace {
 
 using testing::LoopDevice;
-using testing::PrivateTempDir;
+using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kGiB = 1 << 30;
@@ -90,7 +91,7 @@ class VolumeServiceTest : public ::testing::Test {
   // Formats, mounts, grows the disk and expands the mounted volume.
   void GrowMountedVolume(const std::string& fs_type);
 
-  PrivateTempDir dir_;
+  TempDir dir_;
   std::string kubelet_;
   disk::LinuxDiskBackend disk_backend_;
   disk::DiskService disks_{disk_backend_};

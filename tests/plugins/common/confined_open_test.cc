@@ -13,15 +13,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "test_tree.h"
+#include "file_tree.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::common {
 namespace {
 
-using csi_proxy::filesystem::testing::Lexists;
-using csi_proxy::filesystem::testing::ScratchDir;
-using csi_proxy::filesystem::testing::Snapshot;
-using csi_proxy::filesystem::testing::WriteFile;
+using csi_proxy::testing::Lexists;
+using csi_proxy::testing::Snapshot;
+using csi_proxy::testing::TempDir;
+using csi_proxy::testing::WriteFile;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
@@ -48,10 +49,10 @@ class ConfinedOpen : public ::testing::Test {
     return ::fstat(fd, &a) == 0 && ::stat(expected.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
   }
 
-  ScratchDir sandbox_;
-  std::string kubelet_ = sandbox_ / "kubelet";
-  std::string work_ = sandbox_ / "work";
-  std::string outside_ = sandbox_ / "outside";
+  TempDir sandbox_;
+  std::string kubelet_ = sandbox_.Sub("kubelet");
+  std::string work_ = sandbox_.Sub("work");
+  std::string outside_ = sandbox_.Sub("outside");
   PathPolicy policy_;
 };
 
@@ -123,8 +124,8 @@ TEST_F(ConfinedOpen, RelativeSymlinkClimbingAboveTheRootIsRefused) {
 }
 
 TEST_F(ConfinedOpen, SymlinkToAStringPrefixSiblingIsRefused) {
-  fs::create_directories(sandbox_ / "kubelet-evil");
-  fs::create_symlink(sandbox_ / "kubelet-evil", kubelet_ + "/sib");
+  fs::create_directories(sandbox_.Sub("kubelet-evil"));
+  fs::create_symlink(sandbox_.Sub("kubelet-evil"), kubelet_ + "/sib");
   EXPECT_EQ(OpenFollowing(policy_, Confine(kubelet_ + "/sib"), "path").status().code(), Code::kPermissionDenied);
 }
 
@@ -146,9 +147,9 @@ TEST_F(ConfinedOpen, FileInTheMiddleIsNotFound) {
 }
 
 TEST_F(ConfinedOpen, MissingRootIsNotFound) {
-  auto p = PathPolicy::Create(sandbox_ / "absent-root", {});
+  auto p = PathPolicy::Create(sandbox_.Sub("absent-root"), {});
   ASSERT_TRUE(p.ok());
-  auto c = p->Confine(sandbox_ / "absent-root/x");
+  auto c = p->Confine(sandbox_.Sub("absent-root/x"));
   ASSERT_TRUE(c.ok());
   auto r = OpenParent(*p, *c, "path");
   EXPECT_EQ(r.status().code(), Code::kNotFound);
@@ -217,25 +218,25 @@ TEST_F(ConfinedOpen, RacingSwapOfADirectoryAndAnOutsideLinkNeverCreatesOutside) 
 }
 
 TEST_F(ConfinedOpen, LinkIntoALinkTargetDirIsFollowedForExaminingOnly) {
-  fs::create_directories(sandbox_ / "smb/srv/share");
-  auto p = PathPolicy::Create(kubelet_, {work_}, {sandbox_ / "smb"});
+  fs::create_directories(sandbox_.Sub("smb/srv/share"));
+  auto p = PathPolicy::Create(kubelet_, {work_}, {sandbox_.Sub("smb")});
   ASSERT_TRUE(p.ok());
-  fs::create_symlink(sandbox_ / "smb/srv/share", kubelet_ + "/staging");
+  fs::create_symlink(sandbox_.Sub("smb/srv/share"), kubelet_ + "/staging");
   auto c = p->Confine(kubelet_ + "/staging");
   ASSERT_TRUE(c.ok());
 
   auto examined = OpenFollowing(*p, *c, "path", Access::kExamine);
   ASSERT_TRUE(examined.ok()) << examined.status().message();
-  EXPECT_TRUE(SameFile(examined->get(), sandbox_ / "smb/srv/share"));
+  EXPECT_TRUE(SameFile(examined->get(), sandbox_.Sub("smb/srv/share")));
   EXPECT_EQ(OpenFollowing(*p, *c, "path", Access::kModify).status().code(), Code::kPermissionDenied);
   EXPECT_EQ(OpenFollowing(policy_, *c, "path", Access::kExamine).status().code(), Code::kPermissionDenied);
 }
 
 TEST_F(ConfinedOpen, DotDotCannotClimbOutOfALinkTargetDir) {
-  fs::create_directories(sandbox_ / "smb/srv");
-  auto p = PathPolicy::Create(kubelet_, {}, {sandbox_ / "smb"});
+  fs::create_directories(sandbox_.Sub("smb/srv"));
+  auto p = PathPolicy::Create(kubelet_, {}, {sandbox_.Sub("smb")});
   ASSERT_TRUE(p.ok());
-  fs::create_symlink(sandbox_ / "smb/srv/../../outside", kubelet_ + "/climb");
+  fs::create_symlink(sandbox_.Sub("smb/srv/../../outside"), kubelet_ + "/climb");
   auto c = p->Confine(kubelet_ + "/climb/secret");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(OpenFollowing(*p, *c, "path", Access::kExamine).status().code(), Code::kPermissionDenied);

@@ -1,8 +1,8 @@
-// Real directory trees and mounts for the filesystem tests, cleaned up also when a test fails.
+// Real directory trees and mounts for the tests of path handling (the filesystem group, the path policy): build
+// them, look at them, compare them; mounts are cleaned up also when a test fails.
 #pragma once
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,41 +17,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace csi_proxy::filesystem::testing {
+namespace csi_proxy::testing {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under /tmp. Removed on destruction without following symlinks and without entering other
-// mounts (FTW_MOUNT), so a mount a failed test left behind loses nothing; mounts are RAII objects of their own.
-class ScratchDir {
- public:
-  explicit ScratchDir(const char* prefix = "csi-proxy-fs-test") {
-    std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    ::nftw(
-        path_.c_str(),
-        [](const char* p, const struct stat* sb, int, struct FTW*) {
-          if (S_ISDIR(sb->st_mode)) {
-            ::rmdir(p);
-          } else {
-            ::unlink(p);
-          }
-          return 0;
-        },
-        16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
-
- private:
-  std::string path_;
-};
 
 // A mount at an existing directory, unmounted on destruction. Either a tmpfs or a bind mount of `source`.
 class TestMount {
@@ -140,4 +108,4 @@ inline std::map<std::string, std::string> Snapshot(const std::string& root) {
   return out;
 }
 
-}  // namespace csi_proxy::filesystem::testing
+}  // namespace csi_proxy::testing
