@@ -5,7 +5,7 @@
 
 namespace csi_proxy::smb {
 
-SmbService::SmbService(std::unique_ptr<SmbBackend> backend, common::PathPolicy policy, LogFn log)
+SmbService::SmbService(std::unique_ptr<SmbBackend> backend, common::PathPolicy policy, LogSink log)
     : backend_(std::move(backend)), policy_(std::move(policy)), log_(std::move(log)) {}
 
 void SmbService::Log(LogLevel level, const std::string& message) const {
@@ -34,7 +34,7 @@ Status SmbService::NewSmbGlobalMapping(const std::string& remote_path, const std
   if (!status.ok()) return status.status();
   if (status->state == MappingState::kUnreachable) {
     // Upstream removes a mapping whose share no longer answers and maps it again.
-    Log(LogLevel::kWarning, "the mapping of " + key + " does not answer (" + status->detail + "); remapping it");
+    Log(LogLevel::kWarn, "the mapping of " + key + " does not answer (" + status->detail + "); remapping it");
     CSI_PROXY_RETURN_IF_ERROR(backend_->Unmap(*remote));
   }
   if (status->state != MappingState::kHealthy) {
