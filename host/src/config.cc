@@ -160,14 +160,6 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   return Status::Ok();
 }
 
-bool IsValidGroupName(const std::string& name) {
-  if (name.empty() || name.size() > 32) return false;
-  for (char ch : name) {
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) return false;
-  }
-  return name[0] >= 'a' && name[0] <= 'z';
-}
-
 bool IsValidVersion(const std::string& v) {
   // v<N>[alpha<N>|beta<N>], as upstream versions are named.
   size_t i = 0;
@@ -190,7 +182,7 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   const toml::table* t = node.as_table();
   if (t == nullptr) return KeyError(source, node, "groups." + name, "must be a table");
   if (!IsValidGroupName(name)) {
-    return KeyError(source, node, "groups." + name, "is not a valid group name (lowercase letters and digits)");
+    return KeyError(source, node, "groups." + name, std::string("is not ") + kGroupNameRule);
   }
   const std::string table_name = "groups." + name;
   g.name = name;
@@ -220,6 +212,14 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
 }
 
 }  // namespace
+
+bool IsValidGroupName(std::string_view name) {
+  if (name.empty() || name.size() > CSI_PROXY_GROUP_NAME_MAX) return false;
+  for (char ch : name) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) return false;
+  }
+  return name[0] >= 'a' && name[0] <= 'z';
+}
 
 bool IsValidLogLevel(const std::string& level) {
   return level == "trace" || level == "debug" || level == "info" || level == "warn" || level == "error";

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <toml++/toml.h>
 
+#include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
 namespace csi_proxy::host {
@@ -48,6 +50,13 @@ StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& exec
 // The same, from text (tests and --check-config use it); `source_name` appears in error messages.
 StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,
                                  const std::string& executable_dir);
+
+// The one syntax of a group name, for [groups.<name>] and for the group a library answers (plugin_abi.h,
+// "Group names"): 1 to CSI_PROXY_GROUP_NAME_MAX lowercase letters and digits, starting with a letter.
+bool IsValidGroupName(std::string_view name);
+inline constexpr const char* kGroupNameRule =
+    "a valid group name (lowercase letters and digits, starting with a letter, at most 32 characters)";
+static_assert(CSI_PROXY_GROUP_NAME_MAX == 32, "kGroupNameRule states the limit");
 
 // The levels --log-level and [host] log_level accept.
 bool IsValidLogLevel(const std::string& level);

@@ -2,7 +2,8 @@
 #include "endpoint_registry.h"
 
 #include <algorithm>
-#include <cstring>
+
+#include "abi_struct.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -25,28 +26,24 @@ std::string EndpointName(const std::string& group, const std::string& version) {
 
 StatusOr<ServiceRegistration> ReadServiceDesc(const csi_proxy_service_desc* desc) {
   if (desc == nullptr) return InvalidArgument("service description is null");
-  csi_proxy_service_desc d{};
-  constexpr size_t kV1Size = offsetof(csi_proxy_service_desc, method_desc_size) + sizeof(size_t);
-  if (desc->struct_size < kV1Size) {
-    return InvalidArgument("service description is truncated: struct_size " + std::to_string(desc->struct_size) +
-                           ", at least " + std::to_string(kV1Size) + " needed");
-  }
-  std::memcpy(&d, desc, std::min(desc->struct_size, sizeof d));
+  CSI_PROXY_ASSIGN_OR_RETURN(const csi_proxy_service_desc d,
+                             ReadAbiStruct(desc, CSI_PROXY_SERVICE_DESC_V1_SIZE, "service description"));
   if (d.version == nullptr || d.service_name == nullptr) return InvalidArgument("service has no version or name");
   ServiceRegistration reg{d.version, d.service_name, {}};
   if (!IsIdentifier(reg.version, false)) return InvalidArgument("bad service version '" + reg.version + "'");
   if (!IsIdentifier(reg.service_name, true)) return InvalidArgument("bad service name '" + reg.service_name + "'");
-  constexpr size_t kMethodV1Size = offsetof(csi_proxy_method_desc, plugin_method_ctx) + sizeof(void*);
-  if (d.method_count > 0 && (d.methods == nullptr || d.method_desc_size < kMethodV1Size)) {
-    return InvalidArgument("service " + reg.service_name + " has a truncated method table");
+  if (d.method_count > 0 && (d.methods == nullptr || d.method_desc_size < CSI_PROXY_METHOD_DESC_V1_SIZE)) {
+    return InvalidArgument("service " + reg.service_name + " has a truncated method table: method_desc_size " +
+                           std::to_string(d.method_desc_size) + ", expected at least " +
+                           std::to_string(CSI_PROXY_METHOD_DESC_V1_SIZE));
   }
   const auto* base = reinterpret_cast<const unsigned char*>(d.methods);
   for (size_t i = 0; i < d.method_count; ++i) {
-    csi_proxy_method_desc m{};
     const auto* raw = reinterpret_cast<const csi_proxy_method_desc*>(base + i * d.method_desc_size);
-    size_t size = std::min<size_t>({raw->struct_size, d.method_desc_size, sizeof m});
-    if (size < kMethodV1Size) return InvalidArgument("service " + reg.service_name + ": method entry truncated");
-    std::memcpy(&m, raw, size);
+    CSI_PROXY_ASSIGN_OR_RETURN(
+        const csi_proxy_method_desc m,
+        ReadAbiStruct(raw, CSI_PROXY_METHOD_DESC_V1_SIZE,
+                      "service " + reg.service_name + ": method entry " + std::to_string(i), d.method_desc_size));
     if (m.name == nullptr || !IsIdentifier(m.name, false) || m.handler == nullptr) {
       return InvalidArgument("service " + reg.service_name + ": method " + std::to_string(i) +
                              " has no valid name or handler");

@@ -2,8 +2,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 
+#include "abi_struct.h"
 #include "host_call.h"
 
 namespace csi_proxy::host {
@@ -85,12 +85,8 @@ int32_t CallIsCancelled(const csi_proxy_host_call* call) noexcept {
 }
 
 void CallPeer(const csi_proxy_host_call* call, csi_proxy_peer_credentials* out) noexcept {
-  if (out == nullptr || out->struct_size < sizeof(size_t)) return;
   PeerCredentials peer = call != nullptr ? call->info().peer : PeerCredentials{};
-  csi_proxy_peer_credentials full{sizeof(csi_proxy_peer_credentials), peer.pid, peer.uid, peer.gid};
-  size_t n = std::min(out->struct_size, sizeof full);
-  std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t), reinterpret_cast<const char*>(&full) + sizeof(size_t),
-              n - sizeof(size_t));
+  WriteAbiStruct(csi_proxy_peer_credentials{sizeof(csi_proxy_peer_credentials), peer.pid, peer.uid, peer.gid}, out);
 }
 
 }  // namespace

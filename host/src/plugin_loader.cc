@@ -15,12 +15,25 @@
 #include <filesystem>
 #include <sstream>
 
+#include "abi_struct.h"
+
 namespace csi_proxy::host {
 namespace {
 
 std::string Prefix(const GroupConfig& g) { return "group '" + g.name + "' (" + g.library + "): "; }
 
 Status Refuse(const GroupConfig& g, Code code, const std::string& reason) { return Status(code, Prefix(g) + reason); }
+
+// A library's group name for a message: a bad one may be long or hold control characters.
+std::string DescribeGroupName(const char* name) {
+  std::string out;
+  for (const char* p = name; *p != '\0' && out.size() < 2 * CSI_PROXY_GROUP_NAME_MAX; ++p) {
+    const unsigned char ch = static_cast<unsigned char>(*p);
+    out += ch >= 0x20 && ch < 0x7f ? *p : '?';
+  }
+  if (std::strlen(name) > out.size()) out += "...";
+  return out;
+}
 
 }  // namespace
 
@@ -121,12 +134,15 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   } catch (...) {
     return Refuse(group, Code::kInternal, "negotiation threw an exception across the C ABI");
   }
-  constexpr size_t kAnswerV1 = offsetof(csi_proxy_plugin_answer, api) + sizeof(void*);
-  if (answer.struct_size < kAnswerV1 || answer.struct_size > sizeof answer) {
+  // The answer lives in the host's memory: a library may write up to the struct_size the host set, never more.
+  if (answer.struct_size > sizeof answer) {
     return Refuse(group, Code::kFailedPrecondition,
-                  "the negotiation answer is truncated or malformed: struct_size " +
-                      std::to_string(answer.struct_size) + ", expected at least " + std::to_string(kAnswerV1));
+                  "the negotiation answer is malformed: struct_size " + std::to_string(answer.struct_size) +
+                      ", but the host offered only " + std::to_string(sizeof answer) + " bytes");
   }
+  auto read = ReadAbiStruct(&answer, CSI_PROXY_PLUGIN_ANSWER_V1_SIZE, "the negotiation answer");
+  if (!read.ok()) return Refuse(group, Code::kFailedPrecondition, read.status().message());
+  answer = *read;  // zero beyond what the library wrote
   if (answer.abi_version < kAbiVersionMin || answer.abi_version > kAbiVersionMax) {
     return Refuse(group, Code::kFailedPrecondition,
                   "the library speaks ABI version " + std::to_string(answer.abi_version) + "; this host speaks " +
@@ -138,15 +154,16 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   if (answer.group == nullptr || answer.api == nullptr) {
     return Refuse(group, Code::kFailedPrecondition, "the negotiation answer has no group name or function table");
   }
-  constexpr size_t kApiV1 = offsetof(csi_proxy_plugin_api, shutdown) + sizeof(void*);
-  if (answer.api->struct_size < kApiV1) {
-    return Refuse(group, Code::kFailedPrecondition,
-                  "the plugin function table is truncated: struct_size " + std::to_string(answer.api->struct_size) +
-                      ", expected at least " + std::to_string(kApiV1));
-  }
-  std::memcpy(&plugin->api_, answer.api, std::min(answer.api->struct_size, sizeof plugin->api_));
+  auto api = ReadAbiStruct(answer.api, CSI_PROXY_PLUGIN_API_V1_SIZE, "the plugin function table");
+  if (!api.ok()) return Refuse(group, Code::kFailedPrecondition, api.status().message());
+  plugin->api_ = *api;
   if (plugin->api_.init == nullptr || plugin->api_.shutdown == nullptr) {
     return Refuse(group, Code::kFailedPrecondition, "the plugin function table lacks init or shutdown");
+  }
+  if (!IsValidGroupName(answer.group)) {
+    return Refuse(
+        group, Code::kFailedPrecondition,
+        "the library answers the group name '" + DescribeGroupName(answer.group) + "', which is not " + kGroupNameRule);
   }
   plugin->abi_version_ = answer.abi_version;
   plugin->plugin_version_ = answer.plugin_version != nullptr ? answer.plugin_version : "unknown";

@@ -14,7 +14,7 @@
 namespace csi_proxy::host {
 
 // The ABI versions this host speaks.
-inline constexpr uint32_t kAbiVersionMin = CSI_PROXY_ABI_VERSION_1;
+inline constexpr uint32_t kAbiVersionMin = CSI_PROXY_ABI_VERSION_MIN;
 inline constexpr uint32_t kAbiVersionMax = CSI_PROXY_ABI_VERSION_CURRENT;
 
 class LoadedPlugin {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "csi_proxy/plugin_abi.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "run_program.h"
@@ -30,6 +31,15 @@ std::vector<RefusalCase> Cases() {
       {"abifuture", Fixture("abifuture"), "the library speaks ABI version 99; this host speaks 1 to 1"},
       {"truncated", Fixture("truncated"),
        "the negotiation answer is truncated or malformed: struct_size 12, expected at least 40"},
+      {"truncapi", Fixture("truncapi"),
+       "the plugin function table is truncated or malformed: struct_size " + std::to_string(sizeof(size_t)) +
+           ", expected at least " + std::to_string(CSI_PROXY_PLUGIN_API_V1_SIZE)},
+      {"truncdesc", Fixture("truncdesc"),
+       "service description is truncated or malformed: struct_size " + std::to_string(2 * sizeof(size_t)) +
+           ", expected at least " + std::to_string(CSI_PROXY_SERVICE_DESC_V1_SIZE)},
+      {"badgroup", Fixture("badgroup"),
+       "the library answers the group name '../Bad_Group', which is not a valid group name (lowercase letters and "
+       "digits, starting with a letter, at most 32 characters)"},
       {"initfails", Fixture("initfails"), "init failed with FAILED_PRECONDITION: the widget driver is not loaded"},
       {"initthrows", Fixture("initthrows"), "init failed with INTERNAL: init threw widget table corrupt"},
       {"echodup", Fixture("echodup"),

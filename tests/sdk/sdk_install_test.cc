@@ -25,9 +25,10 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
   const std::string prefix = work.path() + "/prefix";
   ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix}));
 
-  for (const char* f : {"bin/csi-proxy", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
-                        "include/csi_proxy/status.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
-                        "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
+  for (const char* f :
+       {"bin/csi-proxy", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
+        "include/csi_proxy/status.hpp", "include/csi_proxy/log.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
+        "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
     EXPECT_TRUE(fs::exists(prefix + "/" + f)) << f;
   }
   EXPECT_FALSE(fs::exists(prefix + "/lib/csi-proxy/plugins/libcsi-proxy-echo.so"));  // examples stay out

@@ -310,7 +310,7 @@ class LinuxIscsiBackend final : public IscsiBackend {
   void DeleteNodeRecord(const std::string& iscsiadm, const std::string& iqn, const std::string& portal_arg) {
     auto result = RunProgram({iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "-o", "delete"});
     if (!result.ok() || result->exit_code != 0) {
-      Log(LogLevel::kWarning, "could not delete the open-iscsi node record of " + iqn + " at " + portal_arg);
+      Log(LogLevel::kWarn, "could not delete the open-iscsi node record of " + iqn + " at " + portal_arg);
     }
   }
 

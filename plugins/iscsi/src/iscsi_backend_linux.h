@@ -31,7 +31,7 @@ struct LinuxIscsiOptions {
   // Where sysfs and device nodes live (tests point them at a fabricated tree).
   std::string sys_root = "/sys";
   std::string dev_root = "/dev";
-  LogFn log;
+  LogSink log;
 };
 
 StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOptions& options);

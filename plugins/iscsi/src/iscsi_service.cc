@@ -5,7 +5,7 @@
 
 namespace csi_proxy::iscsi {
 
-IscsiService::IscsiService(std::unique_ptr<IscsiBackend> backend, LogFn log)
+IscsiService::IscsiService(std::unique_ptr<IscsiBackend> backend, LogSink log)
     : backend_(std::move(backend)), log_(std::move(log)) {}
 
 void IscsiService::Log(LogLevel level, const std::string& message) const {

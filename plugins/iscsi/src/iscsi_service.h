@@ -33,7 +33,7 @@ struct ConnectTargetRequest {
 
 class IscsiService {
  public:
-  IscsiService(std::unique_ptr<IscsiBackend> backend, LogFn log);
+  IscsiService(std::unique_ptr<IscsiBackend> backend, LogSink log);
 
   Status AddTargetPortal(const OptionalPortal& portal);
   StatusOr<std::vector<std::string>> DiscoverTargetPortal(const OptionalPortal& portal);
@@ -50,7 +50,7 @@ class IscsiService {
   void Log(LogLevel level, const std::string& message) const;
 
   std::unique_ptr<IscsiBackend> backend_;
-  LogFn log_;
+  LogSink log_;
   common::KeyedMutex portal_locks_;  // AddTargetPortal / RemoveTargetPortal of one portal
   common::KeyedMutex target_locks_;  // ConnectTarget / DisconnectTarget of one target through one portal
   std::mutex secret_lock_;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "group_log.h"
+#include "csi_proxy/log.hpp"
 
 namespace csi_proxy::iscsi {
 
@@ -31,7 +31,7 @@ struct ChapLogin {
 };
 
 // Where the group writes its log lines (the host's logger in production). Never receives a secret.
-using common::LogFn;
-using common::LogLevel;
+using sdk::LogLevel;
+using sdk::LogSink;
 
 }  // namespace csi_proxy::iscsi

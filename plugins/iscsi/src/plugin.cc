@@ -7,7 +7,6 @@
 #include <string>
 
 #include "csi_proxy/plugin.hpp"
-#include "host_log.h"
 #include "iscsi_backend_linux.h"
 #include "iscsi_service.h"
 #include "v1alpha1/iscsi.pb.h"
@@ -130,10 +129,10 @@ class IscsiPlugin : public sdk::Plugin {
     options.mutual_chap_username = *mutual_user;
     options.discovery_timeout = *discovery_timeout;
     options.login_timeout = *login_timeout;
-    options.log = common::HostLog;
+    options.log = sdk::HostLogSink();
     auto backend = MakeLinuxIscsiBackend(options);
     if (!backend.ok()) return backend.status().WithContext("iscsi group");
-    service_ = std::make_unique<IscsiService>(std::move(*backend), common::HostLog);
+    service_ = std::make_unique<IscsiService>(std::move(*backend), sdk::HostLogSink());
 
     AddCommonMethods<v1alpha1Messages>(host.AddService("v1alpha1", "v1alpha1.Iscsi"), *service_);
     AddCommonMethods<v1alpha2Messages>(host.AddService("v1alpha2", "v1alpha2.Iscsi"), *service_)

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "csi_proxy/plugin.hpp"
-#include "host_log.h"
 #include "path_policy.h"
 #include "smb_backend_linux.h"
 #include "smb_service.h"
@@ -81,10 +80,10 @@ class SmbPlugin : public sdk::Plugin {
     options.port = static_cast<uint16_t>(*port);
     options.smb_version = *version;
     options.mount_timeout = std::chrono::seconds(*mount_timeout);
-    options.log = common::HostLog;
+    options.log = sdk::HostLogSink();
     auto backend = MakeLinuxSmbBackend(options, *policy);
     if (!backend.ok()) return backend.status().WithContext("smb group");
-    service_ = std::make_unique<SmbService>(std::move(*backend), std::move(*policy), common::HostLog);
+    service_ = std::make_unique<SmbService>(std::move(*backend), std::move(*policy), sdk::HostLogSink());
 
     AddMethods<v1Messages>(host.AddService("v1", "v1.Smb"), *service_);
     AddMethods<v1beta2Messages>(host.AddService("v1beta2", "v1beta2.Smb"), *service_);

@@ -27,7 +27,7 @@ struct LinuxSmbOptions {
   // Whether the kernel can mount cifs; EnsureKernelCifs when unset. Tests on kernels without cifs replace it to
   // reach the mount helper.
   std::function<Status()> cifs_support;
-  LogFn log;
+  LogSink log;
 };
 
 // Creates the mount root (0755) if needed. `policy` confines local_path links.

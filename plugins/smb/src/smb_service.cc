@@ -5,7 +5,7 @@
 
 namespace csi_proxy::smb {
 
-SmbService::SmbService(std::unique_ptr<SmbBackend> backend, common::PathPolicy policy, LogFn log)
+SmbService::SmbService(std::unique_ptr<SmbBackend> backend, common::PathPolicy policy, LogSink log)
     : backend_(std::move(backend)), policy_(std::move(policy)), log_(std::move(log)) {}
 
 void SmbService::Log(LogLevel level, const std::string& message) const {
@@ -30,7 +30,7 @@ Status SmbService::NewSmbGlobalMapping(const std::string& remote_path, const std
   CSI_PROXY_ASSIGN_OR_RETURN(auto status, backend_->GetMapping(remote));
   if (status.state == MappingState::kUnreachable) {
     // Upstream removes a mapping whose share no longer answers and maps it again.
-    Log(LogLevel::kWarning, "the mapping of " + key + " does not answer (" + status.detail + "); remapping it");
+    Log(LogLevel::kWarn, "the mapping of " + key + " does not answer (" + status.detail + "); remapping it");
     CSI_PROXY_RETURN_IF_ERROR(backend_->Unmap(remote));
   }
   if (status.state != MappingState::kHealthy) {

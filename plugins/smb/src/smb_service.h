@@ -16,7 +16,7 @@ namespace csi_proxy::smb {
 
 class SmbService {
  public:
-  SmbService(std::unique_ptr<SmbBackend> backend, common::PathPolicy policy, LogFn log);
+  SmbService(std::unique_ptr<SmbBackend> backend, common::PathPolicy policy, LogSink log);
 
   Status NewSmbGlobalMapping(const std::string& remote_path, const std::string& local_path, const std::string& username,
                              const std::string& password);
@@ -27,7 +27,7 @@ class SmbService {
 
   std::unique_ptr<SmbBackend> backend_;
   common::PathPolicy policy_;
-  LogFn log_;
+  LogSink log_;
   common::KeyedMutex share_locks_;  // one mapping operation per share at a time
 };
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "group_log.h"
+#include "csi_proxy/log.hpp"
 
 namespace csi_proxy::smb {
 
@@ -26,7 +26,7 @@ struct SmbCredentials {
 };
 
 // Where the group writes its log lines (the host's logger in production). Never receives a secret.
-using common::LogFn;
-using common::LogLevel;
+using sdk::LogLevel;
+using sdk::LogSink;
 
 }  // namespace csi_proxy::smb

@@ -37,26 +37,41 @@
 #include <toml++/toml.h>
 
 #include "csi_proxy/call_scope.hpp"
+#include "csi_proxy/log.hpp"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
 namespace csi_proxy::sdk {
 
-enum class LogLevel : int32_t {
-  kTrace = CSI_PROXY_LOG_TRACE,
-  kDebug = CSI_PROXY_LOG_DEBUG,
-  kInfo = CSI_PROXY_LOG_INFO,
-  kWarn = CSI_PROXY_LOG_WARN,
-  kError = CSI_PROXY_LOG_ERROR,
-};
-
 namespace internal {
-// The host table of this library. Set once in init, before any handler can run; read-only afterwards.
-// Each group library is its own shared object with hidden visibility, so this is per library.
-inline const csi_proxy_host_api*& HostApi() {
-  static const csi_proxy_host_api* api = nullptr;
-  return api;
+
+// The ABI's growth rule for a struct the host filled: a zero-filled copy of min(struct_size, sizeof) bytes,
+// whose struct_size is the number of bytes copied. False (and `out` zeroed) when `in` is null or shorter than
+// `v1_size`, its CSI_PROXY_*_V1_SIZE.
+template <typename T>
+bool ReadAbiStruct(const T* in, size_t v1_size, T& out) {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_same_v<decltype(in->struct_size), size_t>);
+  out = T{};
+  if (in == nullptr || in->struct_size < v1_size) return false;
+  const size_t size = std::min(in->struct_size, sizeof out);
+  std::memcpy(&out, in, size);
+  out.struct_size = size;
+  return true;
 }
+
+// This library's copy of the host table, read by the growth rule in init, before any handler can run;
+// read-only afterwards. Each group library is its own shared object with hidden visibility, so this is per
+// library.
+inline csi_proxy_host_api& HostTable() {
+  static csi_proxy_host_api table{};
+  return table;
+}
+// The host table, or null before init.
+inline const csi_proxy_host_api* HostApi() {
+  const csi_proxy_host_api& table = HostTable();
+  return table.struct_size != 0 ? &table : nullptr;
+}
+
 }  // namespace internal
 
 // Writes to the host's log (tagged with the group). Safe from any thread once Init has started.
@@ -68,6 +83,11 @@ inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }
 inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }
 inline void LogWarn(std::string_view m) { Log(LogLevel::kWarn, m); }
 inline void LogError(std::string_view m) { Log(LogLevel::kError, m); }
+
+// The sink (log.hpp) that writes to the host's log: what a group hands its service layer and backend.
+inline LogSink HostLogSink() {
+  return [](LogLevel level, std::string_view message) { Log(level, message); };
+}
 
 // The configuration the host hands to the group: node-wide settings and the group's own keys.
 class PluginConfig {
@@ -183,9 +203,10 @@ class CallContext {
   }
   // True once the client cancelled or the deadline passed: long work should stop and fail.
   bool IsCancelled() const { return internal::HostApi()->call_is_cancelled(call_) != 0; }
+  // The caller's pid, uid and gid; -1 for what the host does not know.
   PeerCredentials peer() const {
-    csi_proxy_peer_credentials c{};
-    c.struct_size = sizeof c;
+    // The host writes only what it knows within our struct_size; the rest keeps "unknown".
+    csi_proxy_peer_credentials c{sizeof c, -1, -1, -1};
     internal::HostApi()->call_peer_credentials(call_, &c);
     return {c.pid, c.uid, c.gid};
   }
@@ -407,11 +428,16 @@ inline Status RegisterServices(const csi_proxy_host_api* api, Host& host) {
 template <typename PluginClass>
 csi_proxy_status_code Init(const csi_proxy_host_api* api, void** plugin_state, char* error, size_t error_size) {
   try {
-    if (api == nullptr || api->struct_size < sizeof(csi_proxy_host_api)) {
-      WriteError(error, error_size, "the host's function table is truncated");
+    csi_proxy_host_api table{};
+    if (!ReadAbiStruct(api, CSI_PROXY_HOST_API_V1_SIZE, table)) {
+      WriteError(error, error_size,
+                 "the host's function table is truncated: struct_size " +
+                     (api != nullptr ? std::to_string(api->struct_size) : std::string("(no table)")) +
+                     ", expected at least " + std::to_string(CSI_PROXY_HOST_API_V1_SIZE));
       return CSI_PROXY_STATUS_FAILED_PRECONDITION;
     }
-    HostApi() = api;
+    HostTable() = table;
+    api = HostApi();
     auto config = PluginConfig::Parse(std::string_view(api->config_toml, api->config_toml_size));
     if (!config.ok()) {
       WriteError(error, error_size, config.status().message());
@@ -443,23 +469,47 @@ inline void Shutdown(void* plugin_state) {
   }
 }
 
+// The ABI versions this SDK speaks: every version its plugin_abi.h describes.
+struct AbiRange {
+  uint32_t min = CSI_PROXY_ABI_VERSION_MIN;
+  uint32_t max = CSI_PROXY_ABI_VERSION_CURRENT;
+};
+
+// The negotiation rule of plugin_abi.h: answers the newest version within both the host's range and `speaks`,
+// and writes the answer only up to the host's answer->struct_size (setting struct_size to what it wrote). When
+// no version suits both, answers `speaks.max` (so the host can say what did not match) without a table, and
+// fails with FAILED_PRECONDITION; an answer struct too short for version 1 fails with INVALID_ARGUMENT.
+inline csi_proxy_status_code NegotiateAnswer(const csi_proxy_host_offer* offer, csi_proxy_plugin_answer* answer,
+                                             const char* group, const char* plugin_version,
+                                             const csi_proxy_plugin_api* table, AbiRange speaks = {}) {
+  if (answer == nullptr || answer->struct_size < CSI_PROXY_PLUGIN_ANSWER_V1_SIZE) {
+    return CSI_PROXY_STATUS_INVALID_ARGUMENT;
+  }
+  csi_proxy_plugin_answer full{};
+  full.struct_size = std::min(answer->struct_size, sizeof full);
+  full.abi_version = speaks.max;
+  full.group = group;
+  full.plugin_version = plugin_version;
+  csi_proxy_host_offer host{};
+  csi_proxy_status_code code = CSI_PROXY_STATUS_FAILED_PRECONDITION;
+  if (ReadAbiStruct(offer, CSI_PROXY_HOST_OFFER_V1_SIZE, host)) {
+    const uint32_t lowest = std::max(host.abi_version_min, speaks.min);
+    const uint32_t newest = std::min(host.abi_version_max, speaks.max);
+    if (lowest <= newest) {
+      full.abi_version = newest;
+      full.api = table;
+      code = CSI_PROXY_STATUS_OK;
+    }
+  }
+  std::memcpy(answer, &full, full.struct_size);
+  return code;
+}
+
 template <typename PluginClass>
 csi_proxy_status_code Negotiate(const csi_proxy_host_offer* offer, csi_proxy_plugin_answer* answer, const char* group,
                                 const char* plugin_version) {
   static const csi_proxy_plugin_api table = {sizeof(csi_proxy_plugin_api), &Init<PluginClass>, &Shutdown};
-  if (offer == nullptr || answer == nullptr || answer->struct_size < sizeof(csi_proxy_plugin_answer)) {
-    return CSI_PROXY_STATUS_INVALID_ARGUMENT;
-  }
-  answer->struct_size = sizeof(csi_proxy_plugin_answer);
-  answer->abi_version = CSI_PROXY_ABI_VERSION_CURRENT;
-  answer->group = group;
-  answer->plugin_version = plugin_version;
-  if (offer->struct_size < sizeof(csi_proxy_host_offer) || offer->abi_version_min > CSI_PROXY_ABI_VERSION_CURRENT ||
-      offer->abi_version_max < CSI_PROXY_ABI_VERSION_CURRENT) {
-    return CSI_PROXY_STATUS_FAILED_PRECONDITION;
-  }
-  answer->api = &table;
-  return CSI_PROXY_STATUS_OK;
+  return NegotiateAnswer(offer, answer, group, plugin_version, &table);
 }
 
 }  // namespace internal

@@ -21,15 +21,36 @@
  *      configured timeout), then calls api->shutdown(). The library is unloaded only after that, and never while
  *      a call into it can still be running.
  *
+ * Negotiation rule: the host offers [abi_version_min, abi_version_max]; a library that speaks
+ * [lib_min, lib_max] answers the newest version both sides speak, min(abi_version_max, lib_max), provided it is
+ * not below max(abi_version_min, lib_min); otherwise it fails with FAILED_PRECONDITION. A library built against
+ * this header speaks at least [CSI_PROXY_ABI_VERSION_MIN, CSI_PROXY_ABI_VERSION_CURRENT]; a library built
+ * against a later header may speak later versions too, and still answers an older host with an older version.
+ *
  * Struct versioning: every struct starts with `struct_size`, set by the side that fills it to sizeof() as that
  * side knows it. A reader copies min(struct_size, sizeof(its own struct)) into a zeroed struct, so a struct grows
  * only by appending fields, and a field that the other side does not know reads as zero. A struct shorter than
- * the fields that version 1 requires is refused as truncated.
+ * the fields that version 1 requires (its CSI_PROXY_*_V1_SIZE below) is refused as truncated. Arrays carry their
+ * own stride (csi_proxy_service_desc.method_desc_size), so their elements grow the same way. A struct that one
+ * side fills in the other side's memory (the negotiation answer, the peer credentials) is written only up to the
+ * struct_size that memory's owner set, never further.
  *
  * Errors are values: csi_proxy_status_code uses gRPC's status codes. No C++ exception may cross this boundary.
  *
- * ABI history:
- *   version 1: first version.
+ * Concurrency: the host calls handlers on several worker threads at once, also several calls of the same method
+ * at once, each with its own csi_proxy_host_call. A handler must be safe to run concurrently with itself and with
+ * every other handler of the library; negotiate, init and shutdown are never called concurrently with anything.
+ *
+ * Group names: the group a library answers names its endpoints (csi-proxy-<group>-<version>) and must be 1 to
+ * CSI_PROXY_GROUP_NAME_MAX lowercase ASCII letters and digits, starting with a letter (e.g. "disk", "smb",
+ * "widget2"). The host refuses a library that answers any other name. It is the same syntax as the name of a
+ * [groups.<name>] table in the host configuration.
+ *
+ * ABI history (a new version only appends fields and functions; every CSI_PROXY_*_V1_SIZE stays as it is):
+ *   version 1: first version. Since added without a new version, because they only write down what version 1
+ *              already was: CSI_PROXY_ABI_VERSION_MIN, the CSI_PROXY_*_V1_SIZE and CSI_PROXY_GROUP_NAME_MAX
+ *              constants, the remaining gRPC status codes, and the negotiation, concurrency and group-name
+ *              rules above.
  */
 #ifndef CSI_PROXY_PLUGIN_ABI_H
 #define CSI_PROXY_PLUGIN_ABI_H
@@ -44,6 +65,19 @@ extern "C" {
 #define CSI_PROXY_ABI_VERSION_1 1u
 /* The newest version this header describes. */
 #define CSI_PROXY_ABI_VERSION_CURRENT CSI_PROXY_ABI_VERSION_1
+/* The oldest version this header describes: the first one, for as long as every version only appends. */
+#define CSI_PROXY_ABI_VERSION_MIN CSI_PROXY_ABI_VERSION_1
+
+/* The longest group name (see "Group names" above), not counting the NUL. */
+#define CSI_PROXY_GROUP_NAME_MAX 32
+
+/* The size of a struct up to and including `field`: a struct's version-1 minimum is this for its last
+ * version-1 field (the CSI_PROXY_*_V1_SIZE constants below). */
+#ifdef __cplusplus
+#define CSI_PROXY_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(type::field))
+#else
+#define CSI_PROXY_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+#endif
 
 /* The one symbol a group library exports. */
 #define CSI_PROXY_PLUGIN_ENTRY_SYMBOL "csi_proxy_plugin_negotiate"
@@ -54,17 +88,26 @@ extern "C" {
 #define CSI_PROXY_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* gRPC status codes. 0 is success; any other value is a failure whose meaning follows gRPC. */
+/* gRPC status codes, all of them, with gRPC's values. 0 is success; any other value is a failure whose meaning
+ * follows gRPC. The host passes every one of them to the client as it is. */
 typedef int32_t csi_proxy_status_code;
 #define CSI_PROXY_STATUS_OK 0
+#define CSI_PROXY_STATUS_CANCELLED 1
 #define CSI_PROXY_STATUS_UNKNOWN 2
 #define CSI_PROXY_STATUS_INVALID_ARGUMENT 3
+#define CSI_PROXY_STATUS_DEADLINE_EXCEEDED 4
 #define CSI_PROXY_STATUS_NOT_FOUND 5
 #define CSI_PROXY_STATUS_ALREADY_EXISTS 6
 #define CSI_PROXY_STATUS_PERMISSION_DENIED 7
+#define CSI_PROXY_STATUS_RESOURCE_EXHAUSTED 8
 #define CSI_PROXY_STATUS_FAILED_PRECONDITION 9
+#define CSI_PROXY_STATUS_ABORTED 10
+#define CSI_PROXY_STATUS_OUT_OF_RANGE 11
 #define CSI_PROXY_STATUS_UNIMPLEMENTED 12
 #define CSI_PROXY_STATUS_INTERNAL 13
+#define CSI_PROXY_STATUS_UNAVAILABLE 14
+#define CSI_PROXY_STATUS_DATA_LOSS 15
+#define CSI_PROXY_STATUS_UNAUTHENTICATED 16
 
 /* Log levels of host->log(). */
 typedef int32_t csi_proxy_log_level;
@@ -89,19 +132,24 @@ typedef struct csi_proxy_host_offer {
   uint32_t abi_version_max; /* the newest ABI version the host speaks */
   const char* host_version; /* host-owned, NUL-terminated, e.g. "0.1.0" */
 } csi_proxy_host_offer;
+#define CSI_PROXY_HOST_OFFER_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_host_offer, host_version)
 
 struct csi_proxy_plugin_api;
 
-/* Zeroed by the host with struct_size = sizeof() as the host knows it; filled by the plugin, which sets
- * struct_size to the size it wrote (never more than the host's struct_size). Every pointer is plugin-owned and
- * must stay valid until the library is unloaded (static storage is the normal choice). */
+/* Zeroed by the host with struct_size = sizeof() as the host knows it; filled by the plugin, which writes
+ * min(struct_size, sizeof() as the plugin knows it) bytes and sets struct_size to the size it wrote (never more
+ * than the host's struct_size; a host struct_size below CSI_PROXY_PLUGIN_ANSWER_V1_SIZE is refused). Every
+ * pointer is plugin-owned and must stay valid until the library is unloaded (static storage is the normal
+ * choice). */
 typedef struct csi_proxy_plugin_answer {
   size_t struct_size;
   uint32_t abi_version;                   /* the version the plugin speaks, within the offered range */
-  const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version> */
+  const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version>;
+                                             see "Group names" above for the syntax */
   const char* plugin_version;             /* the library's own version, for logs, e.g. "1.2.0" */
   const struct csi_proxy_plugin_api* api; /* the plugin's function table */
 } csi_proxy_plugin_answer;
+#define CSI_PROXY_PLUGIN_ANSWER_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_plugin_answer, api)
 
 /* The entry point. Returns CSI_PROXY_STATUS_OK, or a failure (FAILED_PRECONDITION when no offered version
  * suits the plugin). Even on failure the plugin should fill answer->abi_version and answer->group so that the
@@ -115,7 +163,9 @@ typedef csi_proxy_status_code (*csi_proxy_plugin_negotiate_fn)(const csi_proxy_h
 
 /* Handles one call. `request` is host-owned and valid only until the handler returns (copy it to finish
  * later). `plugin_method_ctx` is the pointer given at registration. The handler runs on a host worker thread
- * and may block; it must eventually call host->complete_call(call, ...) exactly once. */
+ * and may block; it must eventually call host->complete_call(call, ...) exactly once. Handlers run
+ * concurrently: other handlers of the library, and other calls of this same method (with the same
+ * plugin_method_ctx), may be running on other threads at the same moment. */
 typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_host_call* call, const uint8_t* request,
                                             size_t request_size);
 
@@ -125,6 +175,7 @@ typedef struct csi_proxy_method_desc {
   csi_proxy_plugin_handler_fn handler;
   void* plugin_method_ctx; /* plugin-owned; must stay valid until shutdown returns */
 } csi_proxy_method_desc;
+#define CSI_PROXY_METHOD_DESC_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_method_desc, plugin_method_ctx)
 
 /* One gRPC service of one API version. The host copies everything it needs during register_service. */
 typedef struct csi_proxy_service_desc {
@@ -135,6 +186,7 @@ typedef struct csi_proxy_service_desc {
   size_t method_count;
   size_t method_desc_size; /* the array's stride: sizeof(csi_proxy_method_desc) as the plugin knows it */
 } csi_proxy_service_desc;
+#define CSI_PROXY_SERVICE_DESC_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_service_desc, method_desc_size)
 
 /* The connecting process, from the socket's SO_PEERCRED; -1 where unknown. */
 typedef struct csi_proxy_peer_credentials {
@@ -143,6 +195,7 @@ typedef struct csi_proxy_peer_credentials {
   int64_t uid;
   int64_t gid;
 } csi_proxy_peer_credentials;
+#define CSI_PROXY_PEER_CREDENTIALS_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_peer_credentials, gid)
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Host services (step 2 on), passed to init. The table and everything it points to is host-owned and valid
@@ -178,9 +231,12 @@ typedef struct csi_proxy_host_api {
   /* Non-zero once the client has cancelled the call or its deadline has passed. */
   int32_t (*call_is_cancelled)(const csi_proxy_host_call* call);
 
-  /* Fills `out` (the caller sets out->struct_size) with the credentials of the connecting process. */
+  /* Fills `out` (the caller sets out->struct_size) with the credentials of the connecting process. The host
+   * writes only the fields it knows that fit within out->struct_size and leaves struct_size and every other
+   * byte as the caller set them, so a caller presets the fields it reads to -1 ("unknown"). */
   void (*call_peer_credentials)(const csi_proxy_host_call* call, csi_proxy_peer_credentials* out);
 } csi_proxy_host_api;
+#define CSI_PROXY_HOST_API_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_host_api, call_peer_credentials)
 
 /* ---------------------------------------------------------------------------------------------------------------
  * The plugin's table (returned by negotiation; plugin-owned, static storage).
@@ -197,6 +253,7 @@ typedef struct csi_proxy_plugin_api {
   /* Called once, after every call has completed; releases what init created. */
   void (*shutdown)(void* plugin_state);
 } csi_proxy_plugin_api;
+#define CSI_PROXY_PLUGIN_API_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_plugin_api, shutdown)
 
 /* The exported entry point of every group library. */
 CSI_PROXY_PLUGIN_EXPORT csi_proxy_status_code csi_proxy_plugin_negotiate(const csi_proxy_host_offer* offer,

@@ -62,9 +62,9 @@ class IscsiServiceTest : public ::testing::Test {
     options.state_dir = state_dir_;
     options.initiator_name = "iqn.2024-01.io.k8s.csi-proxy.test:initiator";
     options.discovery_timeout = std::chrono::seconds(10);
-    options.log = [this](LogLevel, const std::string& line) {
+    options.log = [this](LogLevel, std::string_view line) {
       std::lock_guard lock(log_mu_);
-      log_ += line + "\n";
+      log_ += std::string(line) + "\n";
     };
     auto backend = MakeLinuxIscsiBackend(options);
     ASSERT_TRUE(backend.ok()) << backend.status().message();

@@ -102,9 +102,9 @@ class SmbServiceTest : public ::testing::Test {
     options.require_privacy = require_privacy;
     options.port = port;
     if (cifs_ok) options.cifs_support = [] { return Status::Ok(); };
-    options.log = [this](LogLevel, const std::string& line) {
+    options.log = [this](LogLevel, std::string_view line) {
       std::lock_guard lock(log_mu_);
-      log_ += line + "\n";
+      log_ += std::string(line) + "\n";
     };
     auto policy = common::PathPolicy::Create(kubelet_, {});
     ASSERT_TRUE(policy.ok()) << policy.status().message();
