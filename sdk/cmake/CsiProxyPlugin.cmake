@@ -4,6 +4,7 @@
 #     GROUP <group>                 # the group name; the file is lib csi-proxy-<group>.so
 #     SOURCES <files...>            # the plugin's C++ sources
 #     [PROTOS <files...>]           # .proto files; each must say `option optimize_for = LITE_RUNTIME;`
+#                                   # (sources include <version>/<name>.csi.h: see csi_proxy_generate_lite_protos)
 #     [PROTO_ROOT <dir>]            # the import root of PROTOS (default: the current source dir)
 #     [LIBS <targets...>]           # further libraries to link
 #     [INSTALL_DIR <dir>]           # where `cmake --install` puts it (default: no install rule)

@@ -18,9 +18,7 @@ using csi_proxy::sdk::CallContext;
 class EchoPlugin : public csi_proxy::sdk::Plugin {
  public:
   Status Init(csi_proxy::sdk::Host& host) override {
-    auto greeting = host.config().GetString("greeting", "hello");
-    if (!greeting.ok()) return greeting.status();
-    greeting_ = *greeting;
+    CSI_PROXY_ASSIGN_OR_RETURN(greeting_, host.config().GetString("greeting", "hello"));
     kubelet_path_ = host.config().kubelet_path();
 
     using V1 = v1::EchoApi;
