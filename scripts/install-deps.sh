@@ -5,7 +5,7 @@ set -euo pipefail
 
 build_pkgs=(
   build-essential cmake pkg-config
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libprotoc-dev protobuf-compiler
   libboost-dev libspdlog-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libblkid-dev libfdisk-dev libmount-dev libsystemd-dev

@@ -4,6 +4,7 @@
 #     GROUP <group>                 # the group name; the file is lib csi-proxy-<group>.so
 #     SOURCES <files...>            # the plugin's C++ sources
 #     [PROTOS <files...>]           # .proto files; each must say `option optimize_for = LITE_RUNTIME;`
+#                                   # (sources include <version>/<name>.csi.h: see csi_proxy_generate_lite_protos)
 #     [PROTO_ROOT <dir>]            # the import root of PROTOS (default: the current source dir)
 #     [LIBS <targets...>]           # further libraries to link
 #     [INSTALL_DIR <dir>]           # where `cmake --install` puts it (default: no install rule)
@@ -16,8 +17,11 @@ include_guard(GLOBAL)
 
 set(_CSI_PROXY_SDK_CMAKE_DIR ${CMAKE_CURRENT_LIST_DIR})
 
-# csi_proxy_generate_lite_protos(<out-var> PROTO_ROOT <dir> PROTOS <files...>): runs protoc --cpp_out and
-# returns the generated .pb.cc files in <out-var>; the output folder is <out-var>_INCLUDE_DIR.
+# csi_proxy_generate_lite_protos(<out-var> PROTO_ROOT <dir> PROTOS <files...>): runs protoc --cpp_out and the
+# SDK's protoc-gen-csi-proxy and returns the generated sources in <out-var>; the output folder is
+# <out-var>_INCLUDE_DIR. For proto/v1/x.proto (PROTO_ROOT proto) it writes v1/x.pb.h and v1/x.pb.cc, the message
+# classes, and v1/x.csi.h, which names each service for the C++ layer (v1::XApi::kService == "v1.X",
+# v1::XApi::<Method>::Request), and v1/x.csi.cc, which holds the file's serialized FileDescriptorProto.
 function(csi_proxy_generate_lite_protos out_var)
   cmake_parse_arguments(G "" "PROTO_ROOT" "PROTOS" ${ARGN})
   if(NOT G_PROTO_ROOT)
@@ -36,14 +40,15 @@ function(csi_proxy_generate_lite_protos out_var)
     endif()
     file(RELATIVE_PATH rel ${G_PROTO_ROOT} ${abs})
     string(REGEX REPLACE "\\.proto$" "" stem ${rel})
-    set(cc ${gen_dir}/${stem}.pb.cc)
+    set(outputs ${gen_dir}/${stem}.pb.cc ${gen_dir}/${stem}.pb.h ${gen_dir}/${stem}.csi.cc ${gen_dir}/${stem}.csi.h)
     add_custom_command(
-      OUTPUT ${cc} ${gen_dir}/${stem}.pb.h
-      COMMAND protobuf::protoc --cpp_out=${gen_dir} -I${G_PROTO_ROOT} ${abs}
-      DEPENDS ${abs} protobuf::protoc
-      COMMENT "protoc (lite) ${rel}"
+      OUTPUT ${outputs}
+      COMMAND protobuf::protoc --cpp_out=${gen_dir} --csi-proxy_out=${gen_dir}
+              --plugin=protoc-gen-csi-proxy=$<TARGET_FILE:CsiProxy::protoc-gen-csi-proxy> -I${G_PROTO_ROOT} ${abs}
+      DEPENDS ${abs} protobuf::protoc CsiProxy::protoc-gen-csi-proxy
+      COMMENT "protoc (lite, csi-proxy) ${rel}"
       VERBATIM)
-    list(APPEND sources ${cc})
+    list(APPEND sources ${gen_dir}/${stem}.pb.cc ${gen_dir}/${stem}.csi.cc)
   endforeach()
   set(${out_var} ${sources} PARENT_SCOPE)
   set(${out_var}_INCLUDE_DIR ${gen_dir} PARENT_SCOPE)

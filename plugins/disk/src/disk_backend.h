@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "csi_proxy/status.hpp"
@@ -42,5 +43,16 @@ class DiskBackend {
   // The disk whose page 0x83 identifier is exactly `page83` (disk v1alpha1's GetDiskNumberByName).
   virtual StatusOr<uint32_t> FindDiskByPage83(const std::string& page83) = 0;
 };
+
+// Upstream's GPT type for the partition PartitionDisk creates: "Microsoft basic data".
+inline constexpr const char* kBasicDataPartitionType = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
+
+// What the group's configuration sets for the platform's backend.
+struct DiskBackendOptions {
+  std::string gpt_partition_type = kBasicDataPartitionType;  // lowercase 8-4-4-4-12 hex
+};
+
+// The platform's backend (on Linux defined in disk_backend_linux.cc).
+std::unique_ptr<DiskBackend> MakeDiskBackend(const DiskBackendOptions& options);
 
 }  // namespace csi_proxy::disk

@@ -290,4 +290,10 @@ StatusOr<bool> LinuxDiskBackend::GetDiskState(uint32_t disk_number) {
   return IsOnlineScsiState(state);
 }
 
+std::unique_ptr<DiskBackend> MakeDiskBackend(const DiskBackendOptions& options) {
+  LinuxDiskOptions linux_options;
+  linux_options.gpt_partition_type = options.gpt_partition_type;
+  return std::make_unique<LinuxDiskBackend>(std::move(linux_options));
+}
+
 }  // namespace csi_proxy::disk

@@ -11,7 +11,7 @@ namespace csi_proxy::disk {
 
 struct LinuxDiskOptions {
   // GPT type of the partition PartitionDisk creates; upstream's "Microsoft basic data" by default.
-  std::string gpt_partition_type = "ebd0a0a2-b9e5-4433-87c0-68b6b72699c7";
+  std::string gpt_partition_type = kBasicDataPartitionType;
   common::BlockDeviceRoots roots;  // tests point these at a fabricated sysfs
 };
 

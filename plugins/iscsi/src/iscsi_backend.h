@@ -3,7 +3,9 @@
 // sysfs). A Windows implementation would map the same calls to MSFT_iSCSITargetPortal / MSFT_iSCSITarget.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,5 +38,24 @@ class IscsiBackend {
   // The initiator-wide secret a target must prove in mutual CHAP; empty clears it.
   virtual Status SetMutualChapSecret(const std::string& secret) = 0;
 };
+
+// What the group's configuration sets for the platform's backend.
+struct IscsiBackendOptions {
+  std::string state_dir = "/var/lib/csi-proxy/iscsi";  // registered portals and the mutual CHAP secret
+  // Our iSCSI name; empty means the one in `initiator_name_file` (open-iscsi's), else one derived from the
+  // host name.
+  std::string initiator_name;
+  std::string initiator_name_file = "/etc/iscsi/initiatorname.iscsi";
+  // open-iscsi's node database (Debian builds it with /etc/iscsi/nodes).
+  std::string node_db_dir = "/etc/iscsi/nodes";
+  // The CHAP name the target must present in mutual CHAP (open-iscsi's username_in); empty: not checked.
+  std::string mutual_chap_username;
+  std::chrono::milliseconds discovery_timeout{std::chrono::seconds(15)};
+  std::chrono::milliseconds login_timeout{std::chrono::seconds(120)};
+  LogSink log;
+};
+
+// The platform's backend (on Linux defined in iscsi_backend_linux.cc).
+StatusOr<std::unique_ptr<IscsiBackend>> MakeIscsiBackend(const IscsiBackendOptions& options);
 
 }  // namespace csi_proxy::iscsi

@@ -413,4 +413,8 @@ StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOp
   return std::unique_ptr<IscsiBackend>(new LinuxIscsiBackend(options, std::move(store), name));
 }
 
+StatusOr<std::unique_ptr<IscsiBackend>> MakeIscsiBackend(const IscsiBackendOptions& options) {
+  return MakeLinuxIscsiBackend(LinuxIscsiOptions{options});
+}
+
 }  // namespace csi_proxy::iscsi

@@ -16,22 +16,11 @@
 
 namespace csi_proxy::iscsi {
 
-struct LinuxIscsiOptions {
-  std::string state_dir = "/var/lib/csi-proxy/iscsi";
-  // Our iSCSI name; empty means the one in `initiator_name_file` (open-iscsi's), else one derived from the
-  // host name.
-  std::string initiator_name;
-  std::string initiator_name_file = "/etc/iscsi/initiatorname.iscsi";
-  // open-iscsi's node database (Debian builds it with /etc/iscsi/nodes).
-  std::string node_db_dir = "/etc/iscsi/nodes";
-  // The CHAP name the target must present in mutual CHAP (open-iscsi's username_in); empty: not checked.
-  std::string mutual_chap_username;
-  std::chrono::milliseconds discovery_timeout{std::chrono::seconds(15)};
-  std::chrono::milliseconds login_timeout{std::chrono::seconds(120)};
+// The configured options and what only the Linux backend has.
+struct LinuxIscsiOptions : IscsiBackendOptions {
   // Where sysfs and device nodes live (tests point them at a fabricated tree).
   std::string sys_root = "/sys";
   std::string dev_root = "/dev";
-  LogSink log;
 };
 
 StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOptions& options);

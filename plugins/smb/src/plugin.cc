@@ -1,50 +1,17 @@
 // The SMB group library: reads the group's keys, builds the allowed-roots policy for local_path from the node
-// configuration and serves csi-proxy-smb-v1, -v1beta2, -v1beta1 and -v1alpha1. Every version has the same two
-// methods and requests (v1alpha1 and v1beta1 answers carry an always-empty `error`), so one template registers
-// them all against the one SmbService.
+// configuration and the platform's backend, and serves csi-proxy-smb-v1, -v1beta2, -v1beta1 and -v1alpha1 through
+// the adapter of api.h.
 #include <memory>
 #include <string>
 
+#include "api.h"
 #include "csi_proxy/plugin.hpp"
 #include "path_policy.h"
-#include "smb_backend_linux.h"
+#include "smb_backend.h"
 #include "smb_service.h"
-#include "v1/smb.pb.h"
-#include "v1alpha1/smb.pb.h"
-#include "v1beta1/smb.pb.h"
-#include "v1beta2/smb.pb.h"
 
 namespace csi_proxy::smb {
 namespace {
-
-using sdk::CallContext;
-
-template <typename Api>
-void AddMethods(sdk::ServiceBuilder& svc, SmbService& smb) {
-  using NewReq = typename Api::NewSmbGlobalMappingRequest;
-  using RemoveReq = typename Api::RemoveSmbGlobalMappingRequest;
-  svc.template Unary<NewReq, typename Api::NewSmbGlobalMappingResponse>(
-         "NewSmbGlobalMapping",
-         [&smb](const NewReq& req, auto&, CallContext&) {
-           return smb.NewSmbGlobalMapping(req.remote_path(), req.local_path(), req.username(), req.password());
-         })
-      .template Unary<RemoveReq, typename Api::RemoveSmbGlobalMappingResponse>(
-          "RemoveSmbGlobalMapping",
-          [&smb](const RemoveReq& req, auto&, CallContext&) { return smb.RemoveSmbGlobalMapping(req.remote_path()); });
-}
-
-#define CSI_PROXY_SMB_MESSAGES(ns)                                             \
-  struct ns##Messages {                                                        \
-    using NewSmbGlobalMappingRequest = ns::NewSmbGlobalMappingRequest;         \
-    using NewSmbGlobalMappingResponse = ns::NewSmbGlobalMappingResponse;       \
-    using RemoveSmbGlobalMappingRequest = ns::RemoveSmbGlobalMappingRequest;   \
-    using RemoveSmbGlobalMappingResponse = ns::RemoveSmbGlobalMappingResponse; \
-  };
-CSI_PROXY_SMB_MESSAGES(v1)
-CSI_PROXY_SMB_MESSAGES(v1beta2)
-CSI_PROXY_SMB_MESSAGES(v1beta1)
-CSI_PROXY_SMB_MESSAGES(v1alpha1)
-#undef CSI_PROXY_SMB_MESSAGES
 
 class SmbPlugin : public sdk::Plugin {
  public:
@@ -55,7 +22,7 @@ class SmbPlugin : public sdk::Plugin {
     auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
     if (!policy.ok()) return policy.status().WithContext("smb group: [host] kubelet_path / working_dirs");
 
-    LinuxSmbOptions options;
+    SmbBackendOptions options;
     auto mount_root = config.GetString("mount_root", config.state_dir() + "/smb");
     auto helper = config.GetString("mount_helper", "");
     auto privacy = config.GetBool("require_privacy", true);
@@ -81,17 +48,14 @@ class SmbPlugin : public sdk::Plugin {
     options.smb_version = *version;
     options.mount_timeout = std::chrono::seconds(*mount_timeout);
     options.log = sdk::HostLogSink();
-    auto backend = MakeLinuxSmbBackend(options, *policy);
+    auto backend = MakeSmbBackend(options, *policy);
     if (!backend.ok()) return backend.status().WithContext("smb group");
     service_ = std::make_unique<SmbService>(std::move(*backend), std::move(*policy), sdk::HostLogSink());
 
-    AddMethods<v1Messages>(host.AddService("v1", "v1.Smb"), *service_);
-    AddMethods<v1beta2Messages>(host.AddService("v1beta2", "v1beta2.Smb"), *service_);
-    AddMethods<v1beta1Messages>(host.AddService("v1beta1", "v1beta1.Smb"), *service_);
-    AddMethods<v1alpha1Messages>(host.AddService("v1alpha1", "v1alpha1.Smb"), *service_);
+    AddSmbVersions(host, *service_);
     sdk::LogInfo("smb group ready; mappings under " + options.mount_root + ", SMB3 encryption " +
                  (options.require_privacy ? "required" : "not requested"));
-    if (Status cifs = EnsureKernelCifs(); !cifs.ok()) {
+    if (Status cifs = CheckSmbSupport(); !cifs.ok()) {
       sdk::LogWarn(cifs.message() + "; NewSmbGlobalMapping will fail until that is fixed");
     }
     return Status::Ok();

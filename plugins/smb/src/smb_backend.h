@@ -2,6 +2,9 @@
 // implementation mounts with mount.cifs, Windows would use MSFT_SmbGlobalMapping and directory symlinks.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "csi_proxy/status.hpp"
@@ -37,5 +40,22 @@ class SmbBackend {
   // Makes `local` a symlink to the mapping of `remote` plus its sub-path. Success if it already is one.
   virtual Status Link(const common::ConfinedPath& local, const RemotePath& remote) = 0;
 };
+
+// What the group's configuration sets for the platform's backend.
+struct SmbBackendOptions {
+  std::string mount_root = "/var/lib/csi-proxy/smb";  // where the mappings live
+  std::string mount_helper;                           // absolute path of the mount program; empty: the platform's own
+  bool require_privacy = true;                        // SMB3 encryption ("seal"), as upstream's -require-privacy
+  uint16_t port = 445;                                // the server's SMB port
+  std::string smb_version;                            // the dialect to ask for ("3.1.1", ...); empty: negotiate
+  std::chrono::milliseconds mount_timeout{std::chrono::seconds(60)};
+  LogSink log;
+};
+
+// The platform's backend (on Linux defined in smb_backend_linux.cc). `policy` confines local_path links.
+StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions& options, common::PathPolicy policy);
+
+// OK when this machine can map SMB shares; FAILED_PRECONDITION naming what is missing otherwise.
+Status CheckSmbSupport();
 
 }  // namespace csi_proxy::smb

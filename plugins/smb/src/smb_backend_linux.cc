@@ -301,4 +301,10 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeLinuxSmbBackend(LinuxSmbOptions option
   return std::unique_ptr<SmbBackend>(new LinuxSmbBackend(std::move(options), std::move(policy), std::move(root_fd)));
 }
 
+StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions& options, common::PathPolicy policy) {
+  return MakeLinuxSmbBackend(LinuxSmbOptions{options}, std::move(policy));
+}
+
+Status CheckSmbSupport() { return EnsureKernelCifs(); }
+
 }  // namespace csi_proxy::smb

@@ -16,18 +16,13 @@
 
 namespace csi_proxy::smb {
 
-struct LinuxSmbOptions {
-  std::string mount_root = "/var/lib/csi-proxy/smb";
-  std::string mount_helper;     // absolute path; empty: mount.cifs from the system directories
-  bool require_privacy = true;  // SMB3 encryption ("seal"), as upstream's -require-privacy
-  uint16_t port = 445;          // the server's SMB port
-  std::string smb_version;      // "vers=" for mount.cifs ("3.1.1", ...); empty: let the kernel negotiate
-  std::chrono::milliseconds mount_timeout{std::chrono::seconds(60)};
+// The configured options (mount_helper empty: mount.cifs from the system directories; smb_version is mount.cifs's
+// "vers=") and what only the Linux backend has.
+struct LinuxSmbOptions : SmbBackendOptions {
   std::chrono::milliseconds health_timeout{std::chrono::seconds(10)};
   // Whether the kernel can mount cifs; EnsureKernelCifs when unset. Tests on kernels without cifs replace it to
   // reach the mount helper.
   std::function<Status()> cifs_support;
-  LogSink log;
 };
 
 // Creates the mount root (0755) if needed. `policy` confines local_path links.

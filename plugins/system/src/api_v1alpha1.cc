@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "v1alpha1/system.pb.h"
+#include "v1alpha1/system.csi.h"
 
 namespace csi_proxy::system {
 namespace {
@@ -27,33 +27,28 @@ v1alpha1::ServiceStatus ToProto(ServiceStatus s) { return static_cast<v1alpha1::
 
 }  // namespace
 
-void AddSystemV1alpha1(sdk::ServiceBuilder& svc, SystemService& service) {
+void AddSystemV1alpha1(sdk::Host& host, SystemService& service) {
+  using Api = v1alpha1::SystemApi;
   using sdk::CallContext;
-  svc.Unary<v1alpha1::GetBIOSSerialNumberRequest, v1alpha1::GetBIOSSerialNumberResponse>(
-         "GetBIOSSerialNumber",
-         [&service](const v1alpha1::GetBIOSSerialNumberRequest&, v1alpha1::GetBIOSSerialNumberResponse& resp,
-                    CallContext&) {
-           auto serial = service.GetBiosSerialNumber();
-           if (serial.ok()) resp.set_serial_number(*serial);
-           return serial.status();
-         })
-      .Unary<v1alpha1::GetServiceRequest, v1alpha1::GetServiceResponse>(
-          "GetService",
-          [&service](const v1alpha1::GetServiceRequest& req, v1alpha1::GetServiceResponse& resp, CallContext&) {
-            CSI_PROXY_ASSIGN_OR_RETURN(auto info, service.GetService(req.name()));
-            resp.set_display_name(info.display_name);
-            resp.set_start_type(ToProto(info.start_type));
-            resp.set_status(ToProto(info.status));
-            return Status::Ok();
-          })
-      .Unary<v1alpha1::StartServiceRequest, v1alpha1::StartServiceResponse>(
-          "StartService", [&service](const v1alpha1::StartServiceRequest& req, v1alpha1::StartServiceResponse&,
-                                     CallContext& ctx) { return service.StartService(req.name(), LimitsOf(ctx)); })
-      .Unary<v1alpha1::StopServiceRequest, v1alpha1::StopServiceResponse>(
-          "StopService",
-          [&service](const v1alpha1::StopServiceRequest& req, v1alpha1::StopServiceResponse&, CallContext& ctx) {
-            return service.StopService(req.name(), req.force(), LimitsOf(ctx));
-          });
+  host.AddService<Api>()
+      .Unary<Api::GetBIOSSerialNumber>([&service](const auto&, auto& resp, CallContext&) {
+        CSI_PROXY_ASSIGN_OR_RETURN(std::string serial, service.GetBiosSerialNumber());
+        resp.set_serial_number(serial);
+        return Status::Ok();
+      })
+      .Unary<Api::GetService>([&service](const auto& req, auto& resp, CallContext&) {
+        CSI_PROXY_ASSIGN_OR_RETURN(ServiceInfo info, service.GetService(req.name()));
+        resp.set_display_name(info.display_name);
+        resp.set_start_type(ToProto(info.start_type));
+        resp.set_status(ToProto(info.status));
+        return Status::Ok();
+      })
+      .Unary<Api::StartService>([&service](const auto& req, auto&, CallContext& ctx) {
+        return service.StartService(req.name(), LimitsOf(ctx));
+      })
+      .Unary<Api::StopService>([&service](const auto& req, auto&, CallContext& ctx) {
+        return service.StopService(req.name(), req.force(), LimitsOf(ctx));
+      });
 }
 
 }  // namespace csi_proxy::system

@@ -6,7 +6,7 @@
 
 namespace csi_proxy::system {
 
-// Declares /v1alpha1.System/* on `svc`. `service` must outlive the registration.
-void AddSystemV1alpha1(sdk::ServiceBuilder& svc, SystemService& service);
+// Declares the service v1alpha1.System (/v1alpha1.System/*). `service` must outlive the registration.
+void AddSystemV1alpha1(sdk::Host& host, SystemService& service);
 
 }  // namespace csi_proxy::system

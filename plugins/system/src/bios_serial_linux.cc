@@ -56,4 +56,9 @@ StatusOr<std::string> LinuxBiosInfo::SerialNumber() {
   return FailedPrecondition("this machine exposes no BIOS serial number (no DMI and no device tree): " + missing);
 }
 
+std::unique_ptr<BiosInfoSource> MakeBiosInfoSource(const SystemBackendOptions& options) {
+  if (options.bios_serial_files.empty()) return std::make_unique<LinuxBiosInfo>();
+  return std::make_unique<LinuxBiosInfo>(options.bios_serial_files);
+}
+
 }  // namespace csi_proxy::system

@@ -2,6 +2,7 @@
 // so a Windows backend (WMI Win32_BIOS / the Service Control Manager) can be added without touching it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,5 +63,21 @@ class ServiceManager {
   // The services that are active now and that stopping `name` would stop too.
   virtual StatusOr<std::vector<std::string>> ActiveDependents(const std::string& name) = 0;
 };
+
+// systemd's own socket, which root can speak to without a D-Bus daemon.
+inline constexpr const char* kSystemdPrivateSocket = "/run/systemd/private";
+
+// What the group's configuration sets for the platform's backends.
+struct SystemBackendOptions {
+  // Files the BIOS serial is read from, the first existing one answers; empty: the platform's usual sources.
+  std::vector<std::string> bios_serial_files;
+  // How to reach systemd: its private socket ("" skips it), then a D-Bus address ("" means the system bus).
+  std::string systemd_private_socket = kSystemdPrivateSocket;
+  std::string systemd_bus_address;
+};
+
+// The platform's backends (on Linux defined in bios_serial_linux.cc and systemd_linux.cc).
+std::unique_ptr<BiosInfoSource> MakeBiosInfoSource(const SystemBackendOptions& options);
+std::unique_ptr<ServiceManager> MakeServiceManager(const SystemBackendOptions& options);
 
 }  // namespace csi_proxy::system

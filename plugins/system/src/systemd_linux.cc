@@ -376,4 +376,11 @@ StatusOr<std::vector<std::string>> SystemdServiceManager::ActiveDependents(const
   return up;
 }
 
+std::unique_ptr<ServiceManager> MakeServiceManager(const SystemBackendOptions& options) {
+  SystemdConnectOptions connect;
+  connect.private_socket = options.systemd_private_socket;
+  connect.bus_address = options.systemd_bus_address;
+  return std::make_unique<SystemdServiceManager>(std::move(connect));
+}
+
 }  // namespace csi_proxy::system

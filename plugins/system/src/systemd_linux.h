@@ -16,7 +16,7 @@ namespace csi_proxy::system {
 struct SystemdConnectOptions {
   // systemd's own socket, spoken to directly as systemctl does when it runs as root. It works without a
   // D-Bus daemon. Tried first; "" skips it.
-  std::string private_socket = "/run/systemd/private";
+  std::string private_socket = kSystemdPrivateSocket;
   // A D-Bus message bus that systemd is on, tried when the private socket does not answer. "" means the
   // system bus (DBUS_SYSTEM_BUS_ADDRESS, else unix:path=/run/dbus/system_bus_socket).
   std::string bus_address;

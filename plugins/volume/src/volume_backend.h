@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,17 @@ class VolumeBackend {
   virtual StatusOr<std::string> GetClosestVolumeIdFromTargetPath(const common::ConfinedPath& target) = 0;
   virtual Status WriteVolumeCache(const std::string& volume_id) = 0;
 };
+
+// Filesystems FormatVolume can create and ResizeVolume can grow on this platform.
+bool IsSupportedFilesystem(const std::string& fs_type);
+
+// What the group's configuration sets for the platform's backend.
+struct VolumeBackendOptions {
+  std::string default_fs_type = "ext4";  // what FormatVolume creates; IsSupportedFilesystem
+  std::string scratch_dir;               // private temporary mount points
+};
+
+// The platform's backend (on Linux defined in volume_backend_linux.cc). `policy` confines target paths.
+std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy policy, const VolumeBackendOptions& options);
 
 }  // namespace csi_proxy::volume

@@ -501,4 +501,11 @@ Status LinuxVolumeBackend::WriteVolumeCache(const std::string& volume_id) {
   return Status::Ok();
 }
 
+std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy policy, const VolumeBackendOptions& options) {
+  LinuxVolumeOptions linux_options;
+  linux_options.default_fs_type = options.default_fs_type;
+  if (!options.scratch_dir.empty()) linux_options.scratch_dir = options.scratch_dir;
+  return std::make_unique<LinuxVolumeBackend>(std::move(policy), std::move(linux_options));
+}
+
 }  // namespace csi_proxy::volume

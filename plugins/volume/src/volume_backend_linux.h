@@ -13,9 +13,6 @@
 
 namespace csi_proxy::volume {
 
-// Filesystems FormatVolume can create and ResizeVolume can grow.
-bool IsSupportedFilesystem(const std::string& fs_type);
-
 struct LinuxVolumeOptions {
   std::string default_fs_type = "ext4";                           // what FormatVolume creates (ext4, ext3, ext2 or xfs)
   std::string scratch_dir = "/var/lib/csi-proxy/volume/scratch";  // private temporary mount points

@@ -1,6 +1,7 @@
 // The volume group's version-neutral service; see volume_service.h.
 #include "volume_service.h"
 
+#include "device_naming_linux.h"
 #include "text.h"
 
 namespace csi_proxy::volume {
@@ -97,5 +98,7 @@ Status VolumeService::WriteVolumeCache(const std::string& volume_id) {
   auto lock = locks_.Hold(VolumeKey(id));
   return backend_.WriteVolumeCache(id);
 }
+
+StatusOr<uint32_t> VolumeService::ParseDiskId(std::string_view disk_id) { return common::ParseDiskNumber(disk_id); }
 
 }  // namespace csi_proxy::volume

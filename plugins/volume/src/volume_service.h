@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "keyed_mutex.h"
@@ -30,6 +31,9 @@ class VolumeService {
   Status WriteVolumeCache(const std::string& volume_id);
 
   const common::PathPolicy& policy() const { return policy_; }
+
+  // Older API versions name disks by decimal strings ("3"). INVALID_ARGUMENT for anything else.
+  static StatusOr<uint32_t> ParseDiskId(std::string_view disk_id);
 
  private:
   StatusOr<std::string> Canonical(const std::string& volume_id);

@@ -5,14 +5,16 @@
 // configuration, turns request bytes into messages and back, and is the exception firewall: no exception leaves
 // an entry point; a throwing handler fails its call with INTERNAL and a throwing Init refuses the plugin.
 //
+// Services and methods are named by the structs csi_proxy_add_plugin() generates per proto (v1/echo.csi.h:
+// v1::EchoApi with kVersion, kService and one struct per method with kName, Request and Response):
+//
 //   class EchoPlugin : public csi_proxy::sdk::Plugin {
 //    public:
 //     csi_proxy::Status Init(csi_proxy::sdk::Host& host) override {
-//       host.AddService("v1", "v1.Echo")
-//           .Unary<v1::EchoRequest, v1::EchoResponse>("Echo", [](const auto& req, auto& resp, auto&) {
-//             resp.set_text(req.text());
-//             return csi_proxy::Status::Ok();
-//           });
+//       host.AddService<v1::EchoApi>().Unary<v1::EchoApi::Echo>([](const auto& req, auto& resp, auto&) {
+//         resp.set_text(req.text());
+//         return csi_proxy::Status::Ok();
+//       });
 //       return csi_proxy::Status::Ok();
 //     }
 //   };
@@ -339,6 +341,16 @@ class ServiceBuilder {
     return *this;
   }
 
+  // The same, with the method named by its generated struct (Method::kName, Method::Request, Method::Response).
+  template <typename Method, typename Fn>
+  ServiceBuilder& Unary(Fn fn) {
+    return Unary<typename Method::Request, typename Method::Response>(std::string(Method::kName), std::move(fn));
+  }
+  template <typename Method, typename Fn>
+  ServiceBuilder& AsyncUnary(Fn fn) {
+    return AsyncUnary<typename Method::Request, typename Method::Response>(std::string(Method::kName), std::move(fn));
+  }
+
   const std::string& version() const { return version_; }
   const std::string& service_name() const { return service_name_; }
   const std::vector<std::unique_ptr<internal::MethodBase>>& methods() const { return methods_; }
@@ -365,6 +377,12 @@ class Host {
   ServiceBuilder& AddService(std::string version, std::string service_name) {
     services_.push_back(std::make_unique<ServiceBuilder>(std::move(version), std::move(service_name)));
     return *services_.back();
+  }
+
+  // The same, with the service named by its generated struct (Api::kVersion, Api::kService).
+  template <typename Api>
+  ServiceBuilder& AddService() {
+    return AddService(std::string(Api::kVersion), std::string(Api::kService));
   }
 
   std::vector<std::unique_ptr<ServiceBuilder>>& services() { return services_; }
@@ -447,7 +465,12 @@ csi_proxy_status_code Init(const csi_proxy_host_api* api, void** plugin_state, c
     state->host = std::make_unique<Host>(std::move(config).value());
     state->plugin = std::make_unique<PluginClass>();
     Status status = state->plugin->Init(*state->host);
-    if (status.ok()) status = RegisterServices(api, *state->host);
+    if (status.ok()) {
+      status = RegisterServices(api, *state->host);
+      // The plugin's Init succeeded, so what it started must be released here: the host never calls shutdown
+      // after a failed init.
+      if (!status.ok()) state->plugin->Shutdown();
+    }
     if (!status.ok()) {
       WriteError(error, error_size, status.message());
       return static_cast<csi_proxy_status_code>(status.code() == Code::kOk ? Code::kInternal : status.code());

@@ -1,0 +1,32 @@
+// The filesystem group's API versions: each adapts its messages to the one FilesystemService. Versions of one
+// shape share a template: api_v1.cc serves v1, v1beta2 and v2alpha1 (v2alpha1 adds RmdirContents),
+// api_v1alpha1.cc serves v1alpha1 and v1beta1 (CreateSymlink and IsSymlink are named LinkPath and IsMountPoint).
+#pragma once
+
+#include "csi_proxy/plugin.hpp"
+#include "filesystem_service.h"
+
+namespace csi_proxy::filesystem {
+
+// Declare v1alpha1 and v1beta1 (api_v1alpha1.cc), and v1beta2, v1 and v2alpha1 (api_v1.cc), on `host`, in
+// upstream's registration order. `fs` must outlive the registration.
+void AddVersionsShapedLikeV1alpha1(sdk::Host& host, FilesystemService& fs);
+void AddVersionsShapedLikeV1(sdk::Host& host, FilesystemService& fs);
+
+// PathExists, Mkdir and Rmdir, which have the same names and fields in every version (the old versions' extra
+// `context` field is ignored). `Api` is a service struct generated into <version>/filesystem.csi.h.
+template <typename Api>
+sdk::ServiceBuilder& AddPathMethods(sdk::ServiceBuilder& svc, FilesystemService& fs) {
+  using sdk::CallContext;
+  return svc
+      .template Unary<typename Api::PathExists>([&fs](const auto& req, auto& resp, CallContext&) {
+        CSI_PROXY_ASSIGN_OR_RETURN(bool exists, fs.PathExists(req.path()));
+        resp.set_exists(exists);
+        return Status::Ok();
+      })
+      .template Unary<typename Api::Mkdir>([&fs](const auto& req, auto&, CallContext&) { return fs.Mkdir(req.path()); })
+      .template Unary<typename Api::Rmdir>(
+          [&fs](const auto& req, auto&, CallContext&) { return fs.Rmdir(req.path(), req.force()); });
+}
+
+}  // namespace csi_proxy::filesystem
