@@ -59,6 +59,17 @@ std::string ReloadReport::Summary() const {
   return s;
 }
 
+Status ClaimHost(const HostConfig& config) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(config.endpoint_dir, ec)) {
+    if (entry.path().filename().string().rfind("csi-proxy-", 0) == 0) {
+      CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(entry.path().string()));
+    }
+  }
+  CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(config.admin_socket));
+  return LockDirectory(config.state_dir);
+}
+
 HostRuntime::~HostRuntime() { Shutdown(); }
 
 EndpointRegistry HostRuntime::RegistryOf(const Runtimes& runtimes, const std::string& skip) {
@@ -132,15 +143,6 @@ std::vector<std::string> HostRuntime::StopAll(const std::vector<std::shared_ptr<
 Status HostRuntime::Start(const HostConfig& config) {
   std::lock_guard lock(mu_);
   config_ = config;
-  // A second host finds out before any group's init runs (an iSCSI group cleans its state up at init).
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(config.endpoint_dir, ec)) {
-    if (entry.path().filename().string().rfind("csi-proxy-", 0) == 0) {
-      CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(entry.path().string()));
-    }
-  }
-  CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(config.admin_socket));
-  CSI_PROXY_RETURN_IF_ERROR(LockDirectory(config.state_dir));
   auto gid = ResolveGroup(config.socket_group);
   if (!gid.ok()) return gid.status().WithContext("socket_group");
   socket_gid_ = *gid;
@@ -169,7 +171,9 @@ Status HostRuntime::Start(const HostConfig& config) {
     return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
   }
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
-  return accept_loop_.Start(ConnectionLimitsOf(config));
+  CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));
+  started_ = true;
+  return Status::Ok();
 }
 
 ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
@@ -182,8 +186,8 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     return report;
   }
   std::lock_guard lock(mu_);
-  if (stopped_) {
-    report.refused.push_back("the host is stopping");
+  if (!started_ || stopped_) {
+    report.refused.push_back(stopped_ ? "the host is stopping" : "the host is still starting");
     return report;
   }
   // Sockets are never re-created by a reload: their place and permissions stay as the host started with them.

@@ -17,6 +17,10 @@
 
 namespace csi_proxy::host {
 
+// Makes sure no other host serves this configuration's sockets or uses its state directory (which stays locked
+// for the life of the process), before any group's init runs: a group may clean its state up at init.
+Status ClaimHost(const HostConfig& config);
+
 // What a reload did, for the log and the admin request.
 struct ReloadReport {
   bool config_ok = true;             // false: the new configuration was refused whole and nothing changed
@@ -83,6 +87,7 @@ class HostRuntime {
   Runtimes groups_;                                                   // by [groups.<name>]
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
+  bool started_ = false;
   bool stopped_ = false;
 };
 

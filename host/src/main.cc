@@ -136,17 +136,23 @@ int main(int argc, char** argv) {
     return CheckConfig(*config, groups);
   }
 
-  csi_proxy::host::HostRuntime runtime;
-  if (auto s = runtime.Start(*config); !s.ok()) {
+  // A second host stops here, before any group's init runs. The admin socket comes up before the endpoints, so
+  // that once they accept, reload and status are served too.
+  if (auto s = csi_proxy::host::ClaimHost(*config); !s.ok()) {
     spdlog::error("{}", s.message());
-    spdlog::error("not starting: the configuration cannot be served");
+    spdlog::error("not starting: another csi-proxy serves this configuration");
     return 1;
   }
+  csi_proxy::host::HostRuntime runtime;
   csi_proxy::host::AdminServer admin(runtime, opts.config_path, load_config);
   if (auto s = admin.Start(config->admin_socket); !s.ok()) {
     spdlog::error("{}", s.message());
     spdlog::error("not starting: the admin socket cannot be served");
-    runtime.Shutdown();
+    return 1;
+  }
+  if (auto s = runtime.Start(*config); !s.ok()) {
+    spdlog::error("{}", s.message());
+    spdlog::error("not starting: the configuration cannot be served");
     return 1;
   }
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);

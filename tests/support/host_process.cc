@@ -82,7 +82,8 @@ HostProcess::~HostProcess() {
 }
 
 pid_t HostProcess::Spawn(const std::vector<std::string>& extra_args) {
-  std::vector<std::string> argv = {options_.binary, "--config", config_path()};
+  std::vector<std::string> argv = options_.launcher;
+  for (const auto& a : {options_.binary, std::string("--config"), config_path()}) argv.push_back(a);
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());

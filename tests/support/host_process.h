@@ -19,8 +19,9 @@ std::string HostBinary();  // build/bin/csi-proxy
 std::string PluginDir();   // build/lib/csi-proxy/plugins
 
 struct HostOptions {
-  std::string binary;            // default: HostBinary()
-  bool write_plugin_dir = true;  // false: leave plugin_dir unset, so the host uses its default beside itself
+  std::string binary;                 // default: HostBinary()
+  bool write_plugin_dir = true;       // false: leave plugin_dir unset, so the host uses its default beside itself
+  std::vector<std::string> launcher;  // run the host through this command (e.g. prlimit ... --), absolute path first
 };
 
 class HostProcess {

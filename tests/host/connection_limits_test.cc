@@ -1,0 +1,94 @@
+// A flood of idle connections, as a hostile or broken caller could open, never locks other callers out: the host
+// caps connections in all and per uid within its open-file limit, and never spins when it runs out of descriptors.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "grpc_client.h"
+#include "host_process.h"
+#include "v1/echo.pb.h"
+
+namespace csi_proxy::testing {
+namespace {
+
+int ConnectTo(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// Forks a process that, as `uid`, opens `count` idle connections to `path`, reports how many it opened on a pipe,
+// and holds them until killed.
+pid_t Flood(const std::string& path, uid_t uid, int count, int* opened) {
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(uid) != 0 || setuid(uid) != 0) _exit(1);
+    int n = 0;
+    for (int i = 0; i < count; ++i) n += ConnectTo(path) >= 0 ? 1 : 0;
+    if (write(report[1], &n, sizeof n) != sizeof n) _exit(1);
+    pause();
+    _exit(0);
+  }
+  close(report[1]);
+  *opened = -1;
+  if (read(report[0], opened, sizeof *opened) != sizeof *opened) *opened = -1;
+  close(report[0]);
+  return pid;
+}
+
+TEST(ConnectionFlood, IdleConnectionsOfOneCallerDoNotLockOthersOut) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to flood as another uid";
+  rlimit mine{};
+  getrlimit(RLIMIT_NOFILE, &mine);
+  if (mine.rlim_max < 2048)
+    GTEST_SKIP() << "needs an open-file hard limit of at least 2048 (have " << mine.rlim_max << ")";
+  mine.rlim_cur = mine.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &mine);  // the flooding child inherits it
+
+  // The host runs with systemd's default limit of 1024 descriptors, soft and hard, so it cannot raise it.
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--nofile=1024:1024", "--"};
+  HostProcess host("[groups.echo]\n", "socket_mode = \"0666\"\n", options);
+  ASSERT_EQ(chmod(host.dir().c_str(), 0755), 0);  // let the other uid reach the socket
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  std::string endpoint = host.endpoint("csi-proxy-echo-v1");
+
+  int opened = 0;
+  pid_t flood = Flood(endpoint, 65534, 1100, &opened);
+  ASSERT_GT(flood, 0);
+  EXPECT_GT(opened, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the host takes in (or turns away) the flood
+
+  // Another caller is still served, and promptly.
+  v1::EchoRequest req;
+  req.set_text("still here");
+  v1::EchoResponse resp;
+  auto begin = std::chrono::steady_clock::now();
+  auto status = Call(Dial(endpoint), "/v1.Echo/Echo", req, &resp, std::chrono::seconds(5));
+  EXPECT_TRUE(status.ok()) << status.error_message() << "\n" << host.log();
+  EXPECT_EQ(resp.text(), "still here");
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(2));
+  EXPECT_NE(host.log().find("uid 65534 holds its maximum of"), std::string::npos) << host.log();
+
+  kill(flood, SIGKILL);
+  waitpid(flood, nullptr, 0);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace csi_proxy::testing
