@@ -34,7 +34,7 @@ echo "== normal build"
 run_suite build -DCMAKE_BUILD_TYPE=Release
 if [ "$vm" = 1 ]; then
   # The normal build's kernel tests again, in a VM with a stock kernel; fails the run when they fail or overrun.
-  bash tests/vm/run.sh --build build --timeout 720
+  bash tests/vm/run.sh --build build --timeout 900
 fi
 if [ "$sanitize" = 1 ]; then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"

@@ -6,13 +6,13 @@
 #   tests/vm/run.sh                      run `ctest -L kernel` in the guest; exit with its status
 #   tests/vm/run.sh -- -R SmbEndToEnd    run these ctest arguments instead
 #   tests/vm/run.sh --shell              a root shell in the guest on this terminal (exit powers it off)
-# Options: --build DIR (default: build), --timeout SECONDS (the whole run, QEMU included; default 600).
+# Options: --build DIR (default: build), --timeout SECONDS (the whole run, QEMU included; default 900).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 
 build=build
-limit=600
+limit=900
 mode=test
 ctest_args=()
 while [ $# -gt 0 ]; do
