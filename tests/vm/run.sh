@@ -13,7 +13,7 @@ cd "$repo"
 
 build=build
 limit=900
-mode=test
+mode="test"
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,7 +38,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
-kernel=$(ls -1v /boot/vmlinuz-* 2>/dev/null | tail -n 1)
+kernel=$(find /boot -maxdepth 1 -name "vmlinuz-*" | sort -V | tail -n 1)
 if [ -z "$kernel" ]; then
   echo "vm lane: no kernel in /boot (Debian package linux-image-amd64); the VM lane did not run" >&2
   exit 1
