@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds everything and runs every test: once in a normal build, then again with
-# AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with --no-sanitize).
-# Tests that need root, loop devices or a kernel feature skip with a message saying what is missing.
+# AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with --no-sanitize), then the VM lane: the
+# kernel tests (ctest label `kernel`) on Debian's stock kernel under QEMU with systemd as PID 1 (tests/vm/README.md;
+# skip it with --no-vm). Tests that need root, loop devices or a kernel feature skip with a message saying what is
+# missing in the normal passes; the VM lane is where those needing cifs, iscsi_tcp or systemd run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 sanitize=1
+vm=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitize) sanitize=0 ;;
-    *) echo "usage: scripts/test.sh [--no-sanitize]" >&2; exit 2 ;;
+    --no-vm) vm=0 ;;
+    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-vm]" >&2; exit 2 ;;
   esac
 done
 
@@ -28,6 +32,10 @@ run_suite() {  # build dir, extra cmake args...
 # Release keeps the normal pass's compile time down (no debug info); the sanitizer pass builds Debug at -O1.
 echo "== normal build"
 run_suite build -DCMAKE_BUILD_TYPE=Release
+if [ "$vm" = 1 ]; then
+  # The normal build's kernel tests again, in a VM with a stock kernel; fails the run when they fail or overrun.
+  bash tests/vm/run.sh --build build --timeout 900
+fi
 if [ "$sanitize" = 1 ]; then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
   # gRPC keeps some process-lifetime allocations; leaks are judged in our own code by the tests' exit codes.

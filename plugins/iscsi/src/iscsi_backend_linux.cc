@@ -20,6 +20,7 @@
 
 #include "block_device_scan_linux.h"
 #include "iscsi_validation.h"
+#include "iscsiadm_status.h"
 #include "kernel_module_linux.h"
 #include "run_program.h"
 #include "sendtargets_client.h"
@@ -160,14 +161,14 @@ class LinuxIscsiBackend final : public IscsiBackend {
     ProgramOptions run;
     run.timeout = options_.login_timeout;
     auto result = RunProgram({iscsiadm, "-m", "node", "-T", iqn, "-p", portal_arg, "--login"}, run);
-    if (!result.ok() || result->exit_code != 0) {
+    Status logged_in = result.ok() ? IscsiadmLoginStatus(result->exit_code, iqn + " at " + portal_arg,
+                                                         common::OutputTail(result->output))
+                                   : result.status();
+    if (!logged_in.ok()) {
       // Leave no record (and so no stored secret) behind a failed login.
       DeleteNodeRecord(iscsiadm, iqn, portal_arg);
-      if (!result.ok()) return result.status();
-      return Internal("iscsiadm could not log in to " + iqn + " at " + portal_arg + " (exit " +
-                      std::to_string(result->exit_code) + "): " + common::OutputTail(result->output));
     }
-    return Status::Ok();
+    return logged_in;
   }
 
   Status Disconnect(const Portal& portal, const std::string& iqn) override {
