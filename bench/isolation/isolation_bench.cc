@@ -8,13 +8,17 @@
 // 2.0.0) into a folder of its own. Conditions run in interleaved rounds (idle, starved, reloading, then rotated)
 // so that noise from other work on the machine falls on all of them alike.
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "async_calls.h"
@@ -55,6 +59,30 @@ std::string BlockRequest(const std::string& text, uint32_t delay_ms) {
   req.set_text(text);
   req.set_delay_ms(delay_ms);
   return req.SerializeAsString();
+}
+
+// CPU time (user + system) a process has used so far, in seconds: the host's from /proc, the bench's own from
+// getrusage. What each condition costs the machine, to tell a slower call caused by sharing two cores from one
+// caused by the host's design.
+double HostCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close_paren + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::strtod(field.c_str(), nullptr);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 // A call of a group that is not touched: filesystem PathExists or Echo.
@@ -370,6 +398,7 @@ int Main(int argc, char** argv) {
 
   std::map<std::string, std::vector<LatencySamples>> latency;
   std::map<std::string, std::vector<int64_t>> failures;
+  std::map<std::string, double> host_cpu, bench_cpu, wall;  // seconds, by condition
   for (const auto& c : kConditions) {
     latency[c].resize(subjects.size());
     failures[c].assign(subjects.size(), 0);
@@ -378,10 +407,15 @@ int Main(int argc, char** argv) {
     for (size_t k = 0; k < kConditions.size(); ++k) {
       const std::string& condition = kConditions[(k + static_cast<size_t>(round)) % kConditions.size()];
       std::optional<Window> w;
+      double host0 = HostCpuSeconds(host.pid()), self0 = SelfCpuSeconds();
+      auto t0 = std::chrono::steady_clock::now();
       if (condition == "idle") w = bench.Idle();
       if (condition == "starved") w = bench.Starved();
       if (condition == "reloading") w = bench.Reloading();
       if (!w) continue;
+      wall[condition] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      host_cpu[condition] += HostCpuSeconds(host.pid()) - host0;
+      bench_cpu[condition] += SelfCpuSeconds() - self0;
       for (size_t i = 0; i < subjects.size(); ++i) {
         std::fprintf(stderr, "%-10s %-11s round %d: p50 %7.1f us  p99 %7.1f us  calls %6zu  failed %lld\n",
                      subjects[i].id.c_str(), condition.c_str(), round, w->latency[i].PercentileUs(50),
@@ -397,6 +431,11 @@ int Main(int argc, char** argv) {
   }
 
   for (const auto& c : kConditions) {
+    // Percent of one core over the condition's rounds (the starved ones include filling and emptying the group).
+    if (wall[c] > 0) {
+      results.Add(kSection, "cpu", c, "host_pct", 100 * host_cpu[c] / wall[c], "%");
+      results.Add(kSection, "cpu", c, "bench_pct", 100 * bench_cpu[c] / wall[c], "%");
+    }
     for (size_t i = 0; i < subjects.size(); ++i) {
       LatencySamples& l = latency[c][i];
       const std::string& id = subjects[i].id;

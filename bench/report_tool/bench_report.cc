@@ -444,7 +444,14 @@ int main(int argc, char** argv) {
        << Fmt(Get(d, "isolation", "blocker", "reloading", "host_reload_max_ms"), 0) << "); "
        << Fmt(Get(d, "isolation", "blocker", "reloading", "refused_reloads"), 0) << " did not apply, "
        << Fmt(Get(d, "isolation", "blocker", "reloading", "wrong_instance"), 0)
-       << " times the group's Tag did not answer the new instance right after the reload.\n";
+       << " times the group's Tag did not answer the new instance right after the reload.\n\n"
+       << "CPU used during each condition's rounds, percent of one core (the host; the bench program with its "
+       << "client, fill and reload threads): idle " << Fmt(Get(d, "isolation", "cpu", "idle", "host_pct"), 0) << " / "
+       << Fmt(Get(d, "isolation", "cpu", "idle", "bench_pct"), 0) << ", starved "
+       << Fmt(Get(d, "isolation", "cpu", "starved", "host_pct"), 0) << " / "
+       << Fmt(Get(d, "isolation", "cpu", "starved", "bench_pct"), 0) << ", reloading "
+       << Fmt(Get(d, "isolation", "cpu", "reloading", "host_pct"), 0) << " / "
+       << Fmt(Get(d, "isolation", "cpu", "reloading", "bench_pct"), 0) << ".\n";
   }
   Notes(md, d, "isolation");
 
