@@ -54,8 +54,8 @@ while read -r group target; do
   else
     echo "warning: $target did not build (see $results/logs/build-$group.log); its benchmarks are skipped" >&2
     printf 'N\tbuild\t%s did not build, so it was not measured\n' "$target" >>"$notes"
-    if [ "$group" = staging ]; then
-      rm -f "$build_dir/bench/bin/bench_staging"
+    if [ "$group" = staging ] || [ "$group" = isolation ]; then
+      rm -f "$build_dir/bench/bin/bench_$group"
     else
       rm -f "$build_dir/lib/csi-proxy/plugins/libcsi-proxy-$group.so" "$build_dir/bench/bin/bench_methods_$group"
     fi
@@ -79,6 +79,11 @@ run() {  # program, extra args...
 
 # The most noise-sensitive measurement first.
 run bench_host_overhead
+if [ -x "$bin/bench_isolation" ]; then
+  run bench_isolation
+else
+  printf 'N\tisolation\tskipped: bench_isolation was not built (it needs the filesystem protos)\n' >>"$notes"
+fi
 for program in "$bin"/bench_methods_*; do
   [ -x "$program" ] || continue
   name=$(basename "$program")

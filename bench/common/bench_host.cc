@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -117,22 +119,43 @@ std::string ReadFile(const std::string& path) {
 
 }  // namespace
 
-BenchHost::BenchHost(const std::vector<std::string>& groups, const std::string& host_keys)
-    : scratch_("csi-proxy-bench-host") {
+BenchHost::BenchHost(const std::vector<std::string>& groups, const std::string& host_keys,
+                     const std::string& extra_toml)
+    : scratch_("csi-proxy-bench-host"), groups_(groups), host_keys_(host_keys) {
   scratch_.MakeDir("endpoints");
   scratch_.MakeDir("kubelet");
   scratch_.MakeDir("state");
   config_path_ = scratch_.Sub("csi-proxy.toml");
-  std::ofstream cfg(config_path_);
+  std::ofstream(config_path_) << ConfigText(extra_toml);
+}
+
+std::string BenchHost::ConfigText(const std::string& extra_toml) const {
+  std::ostringstream cfg;
   cfg << "[host]\n"
       << "endpoint_dir = \"" << scratch_.Sub("endpoints") << "\"\n"
       << "plugin_dir = \"" << PluginDir() << "\"\n"
       << "kubelet_path = \"" << kubelet_dir() << "\"\n"
       << "state_dir = \"" << scratch_.Sub("state") << "\"\n"
       << "shutdown_timeout_seconds = 5\n";
-  if (host_keys.find("log_level") == std::string::npos) cfg << "log_level = \"info\"\n";
-  cfg << host_keys << "\n";
-  for (const auto& g : groups) cfg << "\n[groups." << g << "]\nenabled = true\n";
+  if (host_keys_.find("log_level") == std::string::npos) cfg << "log_level = \"info\"\n";
+  cfg << host_keys_ << "\n";
+  for (const auto& g : groups_) cfg << "\n[groups." << g << "]\nenabled = true\n";
+  if (!extra_toml.empty()) cfg << "\n" << extra_toml << "\n";
+  return cfg.str();
+}
+
+Status BenchHost::RewriteConfig(const std::string& extra_toml) {
+  std::string next = config_path_ + ".next";
+  {
+    std::ofstream out(next, std::ios::trunc);
+    out << ConfigText(extra_toml);
+    out.flush();
+    if (!out) return Internal("cannot write " + next);
+  }
+  if (std::rename(next.c_str(), config_path_.c_str()) != 0) {
+    return Internal("cannot rename " + next + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
 }
 
 BenchHost::~BenchHost() {

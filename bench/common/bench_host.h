@@ -33,9 +33,11 @@ struct EndpointInfo {
 
 class BenchHost {
  public:
-  // `groups` are enabled with their default settings (plus `extra_group_toml[group]` lines, if any);
-  // `host_keys` are extra lines for [host]. Endpoints, kubelet tree and state live in a scratch directory.
-  BenchHost(const std::vector<std::string>& groups, const std::string& host_keys = "");
+  // `groups` are enabled with their default settings; `host_keys` are extra lines for [host]; `extra_toml` is
+  // appended as it is (tables of further groups, e.g. one whose library the benchmark built itself). Endpoints,
+  // kubelet tree and state live in a scratch directory.
+  BenchHost(const std::vector<std::string>& groups, const std::string& host_keys = "",
+            const std::string& extra_toml = "");
   ~BenchHost();
 
   // What the configuration would serve (csi-proxy --check-config), and the refusals it reports.
@@ -48,14 +50,25 @@ class BenchHost {
   // SIGTERM and wait; returns the time until the process was gone (or an error if it had to be killed).
   StatusOr<std::chrono::nanoseconds> Stop();
 
+  // Writes the configuration again with `extra_toml` in place of the one before, as an admin does before a
+  // reload: beside the file, then renamed over it, so that the host never reads half a file.
+  Status RewriteConfig(const std::string& extra_toml);
+
   pid_t pid() const { return process_.pid(); }
   const std::string& dir() const { return scratch_.path(); }
   std::string endpoint(const std::string& name) const { return scratch_.path() + "/endpoints/" + name; }
   std::string kubelet_dir() const { return scratch_.path() + "/kubelet"; }
   std::string log() const;
+  std::string log_path() const { return scratch_.Sub("host.log"); }
+  // The admin socket (the host's default: <endpoint_dir>-admin.sock).
+  std::string admin_socket() const { return scratch_.Sub("endpoints-admin.sock"); }
 
  private:
   ScratchDir scratch_;
+  std::string ConfigText(const std::string& extra_toml) const;
+
+  std::vector<std::string> groups_;
+  std::string host_keys_;
   std::string config_path_;
   ChildProcess process_;
   int runs_ = 0;

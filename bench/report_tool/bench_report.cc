@@ -198,6 +198,16 @@ const std::vector<std::pair<std::string, std::string>> kSteps = {
     {"total", "**whole sequence**"},
 };
 
+const std::vector<std::pair<std::string, std::string>> kIsolationSubjects = {
+    {"filesystem", "filesystem `/v1.Filesystem/PathExists` (kubelet dir)"},
+    {"echo", "echo `/v1.Echo/Echo`"},
+};
+const std::vector<std::pair<std::string, std::string>> kIsolationConditions = {
+    {"idle", "idle host"},
+    {"starved", "blocker group's budget exhausted"},
+    {"reloading", "blocker group reloaded back to back"},
+};
+
 std::vector<Metric> Ratios(const Data& d) {
   std::vector<Metric> r;
   auto ratio = [&](const std::string& key, std::optional<double> a, std::optional<double> b,
@@ -226,6 +236,16 @@ std::vector<Metric> Ratios(const Data& d) {
     ratio("staging." + step + ".proxy_vs_scripts", Get(d, "staging", "proxy", "", step + "_ms"),
           Get(d, "staging", "scripts", "", step + "_ms"),
           "staging step " + step + ": csi-proxy ÷ separate tool processes; lower is better");
+  }
+  for (const auto& [id, label] : kIsolationSubjects) {
+    for (const char* p : {"p50_us", "p99_us"}) {
+      std::string pname = std::string(p).substr(0, 3);
+      for (const char* c : {"starved", "reloading"}) {
+        ratio("isolation." + id + "." + pname + "." + c + "_vs_idle", Get(d, "isolation", id, c, p),
+              Get(d, "isolation", id, "idle", p),
+              label + " " + pname + ": " + c + " ÷ idle host; goal about 1.00 (calls of other groups not slowed)");
+      }
+    }
   }
   for (const auto& subject : d.subjects_in_order) {
     auto at64 = Get(d, "methods", subject, "disks=64", "p50_us");
@@ -259,6 +279,14 @@ std::vector<Metric> Values(const Data& d) {
       add("methods." + method + ".p50_us." + disks, Get(d, "methods", subject, disks, "p50_us"), "us");
     }
   }
+  for (const auto& [id, _] : kIsolationSubjects) {
+    add("isolation." + id + ".p50_us.idle", Get(d, "isolation", id, "idle", "p50_us"), "us");
+    for (const char* c : {"starved", "reloading"}) {
+      add("isolation." + id + ".failed_calls." + c, Get(d, "isolation", id, c, "failed_calls"), "calls");
+    }
+  }
+  add("isolation.blocker.resource_exhausted", Get(d, "isolation", "blocker", "starved", "resource_exhausted"), "calls");
+  add("isolation.blocker.reloads", Get(d, "isolation", "blocker", "reloading", "reloads"), "reloads");
   add("staging.proxy.total_ms", Get(d, "staging", "proxy", "", "total_ms"), "ms");
   add("staging.scripts.total_ms", Get(d, "staging", "scripts", "", "total_ms"), "ms");
   for (const char* s : {"echo", "groups"}) {
@@ -369,6 +397,63 @@ int main(int argc, char** argv) {
        << Fmt(Get(d, "overhead", id, "64 clients", "threads_peak"), 0) << " |\n";
   }
   Notes(md, d, "overhead");
+
+  md << "\n## Isolation: calls of an untouched group while another group is starved or reloaded\n\n";
+  if (auto rounds = Get(d, "isolation", "config", "", "rounds")) {
+    md << "One client calls each untouched group in turn, back to back, each on its own connection; " << Fmt(rounds, 0)
+       << " interleaved rounds of " << Fmt(Get(d, "isolation", "config", "", "round_ms"), 0)
+       << " ms per condition. The other group is the blocker test group, budget "
+       << Fmt(Get(d, "isolation", "config", "", "blocker_workers"), 0) << " workers + "
+       << Fmt(Get(d, "isolation", "config", "", "blocker_max_queued_calls"), 0)
+       << " queued calls. Goal: every ratio about 1.00 and no failed call.\n\n"
+       << "| call | condition | p50 µs | p90 µs | p99 µs | calls | failed | p50 ÷ idle | p99 ÷ idle |\n"
+       << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& [id, label] : kIsolationSubjects) {
+      if (!Get(d, "isolation", id, "idle", "p50_us")) continue;
+      for (const auto& [c, clabel] : kIsolationConditions) {
+        auto ratio = [&](const char* p) -> std::optional<double> {
+          auto a = Get(d, "isolation", id, c, p);
+          auto b = Get(d, "isolation", id, "idle", p);
+          if (!a || !b || *b == 0 || c == "idle") return std::nullopt;
+          return *a / *b;
+        };
+        md << "| " << label << " | " << clabel << " | " << Fmt(Get(d, "isolation", id, c, "p50_us")) << " | "
+           << Fmt(Get(d, "isolation", id, c, "p90_us")) << " | " << Fmt(Get(d, "isolation", id, c, "p99_us")) << " | "
+           << Fmt(Get(d, "isolation", id, c, "samples"), 0) << " | "
+           << Fmt(Get(d, "isolation", id, c, "failed_calls"), 0) << " | " << FmtRatio(ratio("p50_us")) << " | "
+           << FmtRatio(ratio("p99_us")) << " |\n";
+      }
+    }
+    md << "\nStarved: each round " << Fmt(Get(d, "isolation", "config", "", "blocker_workers"), 0) << " + "
+       << Fmt(Get(d, "isolation", "config", "", "blocker_max_queued_calls"), 0)
+       << " Block calls that ignore cancellation hold the blocker group's workers and queue (checked on the admin "
+       << "socket before measuring); meanwhile a second client asked the group for more: "
+       << Fmt(Get(d, "isolation", "blocker", "starved", "resource_exhausted"), 0) << " of "
+       << Fmt(Get(d, "isolation", "blocker", "starved", "extra_calls"), 0)
+       << " extra calls were answered RESOURCE_EXHAUSTED naming the group ("
+       << Fmt(Get(d, "isolation", "blocker", "starved", "other_answers"), 0) << " otherwise; the host counted "
+       << Fmt(Get(d, "isolation", "blocker", "starved", "host_refused"), 0) << " refusals); "
+       << Fmt(Get(d, "isolation", "blocker", "starved", "rounds_skipped"), 0) << " rounds skipped.\n\n"
+       << "Reloading: " << Fmt(Get(d, "isolation", "blocker", "reloading", "reloads"), 0)
+       << " reloads of the blocker group (library switched between two copies, tag changed; "
+       << Fmt(Get(d, "isolation", "blocker", "reloading", "reloads_per_s"), 1) << " per second), "
+       << "from SIGHUP to the \"reload finished\" line median "
+       << Fmt(Get(d, "isolation", "blocker", "reloading", "reload_p50_ms"), 2) << " ms, max "
+       << Fmt(Get(d, "isolation", "blocker", "reloading", "reload_max_ms"), 1)
+       << " ms (the host's own count, whole ms: max "
+       << Fmt(Get(d, "isolation", "blocker", "reloading", "host_reload_max_ms"), 0) << "); "
+       << Fmt(Get(d, "isolation", "blocker", "reloading", "refused_reloads"), 0) << " did not apply, "
+       << Fmt(Get(d, "isolation", "blocker", "reloading", "wrong_instance"), 0)
+       << " times the group's Tag did not answer the new instance right after the reload.\n\n"
+       << "CPU used during each condition's rounds, percent of one core (the host; the bench program with its "
+       << "client, fill and reload threads): idle " << Fmt(Get(d, "isolation", "cpu", "idle", "host_pct"), 0) << " / "
+       << Fmt(Get(d, "isolation", "cpu", "idle", "bench_pct"), 0) << ", starved "
+       << Fmt(Get(d, "isolation", "cpu", "starved", "host_pct"), 0) << " / "
+       << Fmt(Get(d, "isolation", "cpu", "starved", "bench_pct"), 0) << ", reloading "
+       << Fmt(Get(d, "isolation", "cpu", "reloading", "host_pct"), 0) << " / "
+       << Fmt(Get(d, "isolation", "cpu", "reloading", "bench_pct"), 0) << ".\n";
+  }
+  Notes(md, d, "isolation");
 
   md << "\n## Per-method latency through the real socket, by attached disks\n\n"
      << "p50 / p99 in µs, one client, each method called back to back (Google Benchmark, min time per point). "
