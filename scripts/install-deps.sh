@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libprotoc-dev protobuf-compiler
   libboost-dev libspdlog-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev

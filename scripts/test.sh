@@ -20,10 +20,18 @@ done
 bash scripts/install-deps.sh
 jobs=$(nproc)
 
+# A compiler cache (installed with the build dependencies) makes a run after a small change, or in a second clone on
+# the same machine, rebuild only what changed. Paths are taken relative to the checkout, so clones share it.
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD"
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
 run_suite() {  # build dir, extra cmake args...
   local dir=$1
   shift
-  cmake -S . -B "$dir" -DCSI_PROXY_BUILD_BENCH=ON "$@" >/dev/null
+  cmake -S . -B "$dir" -DCSI_PROXY_BUILD_BENCH=ON "${launcher[@]}" "$@" >/dev/null
   cmake --build "$dir" -j"$jobs"
   # Tests share loop devices, mounts and servers on loopback: one test binary at a time.
   ctest --test-dir "$dir" --output-on-failure --timeout 900
