@@ -40,8 +40,11 @@ void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view 
   if (code == CSI_PROXY_STATUS_OK) {
     spdlog::debug("[{}] {} OK in {} us", info_.group, info_.method, elapsed.count());
   } else {
-    spdlog::info("[{}] {} failed with {} in {} us: {}", info_.group, info_.method, csi_proxy::CodeName(code),
-                 elapsed.count(), message);
+    // The message may quote request values: a log line stays short whatever the request held.
+    constexpr size_t kMaxLogged = 512;
+    spdlog::info("[{}] {} failed with {} in {} us: {}{}", info_.group, info_.method, csi_proxy::CodeName(code),
+                 elapsed.count(), message.substr(0, kMaxLogged),
+                 message.size() > kMaxLogged ? " ... (" + std::to_string(message.size()) + " bytes)" : "");
   }
   sink->Answer(code, message, response);
 }

@@ -14,8 +14,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // The keys of a [groups.<name>] table that the host consumes; every other key is the library's.
-const std::set<std::string> kGroupHostKeys = {"enabled",  "required", "library",
-                                              "versions", "workers",  "max_queued_calls"};
+const std::set<std::string> kGroupHostKeys = {"enabled", "required",         "library",          "versions",
+                                              "workers", "max_queued_calls", "max_request_bytes"};
 
 std::string Where(const std::string& source, const toml::node& node) {
   const auto& begin = node.source().begin;
@@ -93,7 +93,9 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
                                                "workers",
                                                "socket_mode",
                                                "socket_group",
-                                               "shutdown_timeout_seconds"};
+                                               "shutdown_timeout_seconds",
+                                               "max_connections",
+                                               "max_connections_per_uid"};
   for (const auto& [key, node] : t) {
     if (!kKnown.count(std::string(key.str()))) {
       return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
@@ -203,6 +205,8 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   }
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "workers", 1, 1024, g.workers));
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "max_queued_calls", 0, 100000, g.max_queued_calls));
+  CSI_PROXY_RETURN_IF_ERROR(
+      ReadInt(source, *t, table_name, "max_request_bytes", 1024, 16 * 1024 * 1024, g.max_request_bytes));
   for (const auto& [key, value] : *t) {
     std::string k(key.str());
     if (kGroupHostKeys.count(k)) continue;

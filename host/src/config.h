@@ -23,6 +23,7 @@ struct GroupConfig {
   std::vector<std::string> versions;  // versions to serve; empty means every version the library offers
   int workers = 0;                    // handlers of this group that may run at once; 0: [host] workers
   int max_queued_calls = 64;          // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
+  int max_request_bytes = 64 * 1024;  // the largest request accepted; the API's requests are paths and names
   toml::table settings;               // the group's own keys, handed to the library as they are
 };
 

@@ -18,6 +18,7 @@ struct GroupExecutor::State {
   std::condition_variable work;  // a task was queued, or stopping
   std::condition_variable done;  // a worker finished a task or ended
   std::deque<Task> queue;
+  size_t queued_bytes = 0;
   std::list<std::string> running;  // what each busy worker runs
   int threads = 0;
   int idle = 0;      // workers waiting for a task
@@ -40,6 +41,7 @@ struct GroupExecutor::State {
       }
       Task task = std::move(s.queue.front());
       s.queue.pop_front();
+      s.queued_bytes -= task.bytes;
       auto me = s.running.insert(s.running.end(), task.what);
       lock.unlock();
       task.run();
@@ -62,9 +64,37 @@ Status GroupExecutor::Submit(Task task) {
   std::unique_lock lock(state_->mu);
   State& s = *state_;
   if (s.stopping) return Unavailable("group '" + s.group + "' is stopping; retry later");
+  std::vector<Task> given_up;  // cancelled outside the lock
+  auto queue_full = [&] {
+    return s.queue.size() >= s.limits.max_queued + static_cast<size_t>(s.idle + s.starting) ||
+           s.queued_bytes + task.bytes > s.limits.max_queued_bytes;
+  };
+  if (queue_full()) {
+    // Calls answered at their deadline while they waited give their places up before anyone is refused.
+    for (auto it = s.queue.begin(); it != s.queue.end();) {
+      if (it->abandoned && it->abandoned()) {
+        s.queued_bytes -= it->bytes;
+        given_up.push_back(std::move(*it));
+        it = s.queue.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  struct CancelLater {
+    std::vector<Task>& tasks;
+    std::unique_lock<std::mutex>& lock;
+    ~CancelLater() {
+      if (lock.owns_lock()) lock.unlock();
+      for (auto& t : tasks) {
+        if (t.cancel) t.cancel();
+      }
+    }
+  } cancel_later{given_up, lock};
   // Queued tasks that a waiting or starting worker will take do not count as waiting.
   size_t takers = static_cast<size_t>(s.idle + s.starting);
   if (takers > s.queue.size()) {
+    s.queued_bytes += task.bytes;
     s.queue.push_back(std::move(task));
     s.work.notify_one();
     return Status::Ok();
@@ -72,11 +102,13 @@ Status GroupExecutor::Submit(Task task) {
   if (s.threads < s.limits.workers) {
     ++s.threads;
     ++s.starting;
+    s.queued_bytes += task.bytes;
     s.queue.push_back(std::move(task));
     std::thread(&State::Work, state_).detach();
     return Status::Ok();
   }
-  if (s.queue.size() - takers < s.limits.max_queued) {
+  if (s.queue.size() - takers < s.limits.max_queued && s.queued_bytes + task.bytes <= s.limits.max_queued_bytes) {
+    s.queued_bytes += task.bytes;
     s.queue.push_back(std::move(task));
     return Status::Ok();
   }
@@ -96,6 +128,7 @@ std::vector<std::string> GroupExecutor::Stop(std::chrono::steady_clock::time_poi
     s.work.notify_all();
     s.done.wait_until(lock, deadline, [&] { return s.threads == 0; });
     cancelled.swap(s.queue);
+    s.queued_bytes = 0;
     still_running.assign(s.running.begin(), s.running.end());
   }
   for (auto& task : cancelled) {

@@ -19,14 +19,18 @@ class GroupExecutor {
   struct Limits {
     int workers = 16;
     size_t max_queued = 64;
+    size_t max_queued_bytes = 16 * 1024 * 1024;  // the requests of the waiting calls, together
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(30)};
   };
   // A unit of work and what it is, for reports ("/v1.Smb/NewSmbGlobalMapping"). `cancel` runs instead of `run`
-  // when the executor stops before the work started.
+  // when the executor stops before the work started, or when `abandoned` says nobody waits for it any more (a
+  // waiting call answered at its deadline): such a task gives its place in the queue up.
   struct Task {
     std::string what;
+    size_t bytes = 0;  // what it holds (the request), counted against max_queued_bytes while it waits
     std::function<void()> run;
     std::function<void()> cancel;
+    std::function<bool()> abandoned;
   };
 
   GroupExecutor(std::string group, Limits limits);

@@ -11,6 +11,7 @@ GroupExecutor::Limits LimitsOf(const GroupConfig& group, const HostConfig& host)
   GroupExecutor::Limits limits;
   limits.workers = group.workers > 0 ? group.workers : host.workers;
   limits.max_queued = static_cast<size_t>(group.max_queued_calls);
+  limits.max_queued_bytes = std::max<size_t>(limits.max_queued_bytes, static_cast<size_t>(group.max_request_bytes));
   return limits;
 }
 
@@ -25,7 +26,8 @@ std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig
   }
   for (const auto& v : group.versions) fp += v + ",";
   auto limits = LimitsOf(group, host);
-  fp += "\n" + std::to_string(limits.workers) + "/" + std::to_string(limits.max_queued) + "\n";
+  fp += "\n" + std::to_string(limits.workers) + "/" + std::to_string(limits.max_queued) + "/" +
+        std::to_string(group.max_request_bytes) + "\n";
   return fp + GroupConfigToml(group, host);
 }
 
@@ -33,6 +35,7 @@ GroupRuntime::GroupRuntime(const GroupConfig& group, const HostConfig& host)
     : name_(group.name),
       fingerprint_(Fingerprint(group, host)),
       required_(group.required),
+      max_request_bytes_(static_cast<size_t>(group.max_request_bytes)),
       executor_(group.name, LimitsOf(group, host)) {}
 
 GroupRuntime::~GroupRuntime() { Stop(std::chrono::steady_clock::now()); }
@@ -64,6 +67,8 @@ Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
   call->HandOverToPlugin(call, std::move(completed));
   GroupExecutor::Task task;
   task.what = method;
+  task.bytes = call->request().size();
+  task.abandoned = [call] { return call->IsCancelled(); };
   task.run = [handler, call] {
     if (call->IsCancelled()) {
       return call->Complete(static_cast<csi_proxy_status_code>(Code::kDeadlineExceeded),

@@ -33,6 +33,8 @@ class GroupRuntime final : public CallDispatcher {
   // replaces the instance when this changes.
   const std::string& fingerprint() const { return fingerprint_; }
   bool required() const { return required_; }
+  // The largest request the group accepts ([groups.<name>] max_request_bytes).
+  size_t max_request_bytes() const { return max_request_bytes_; }
   void set_required(bool required) { required_ = required; }
 
   // Endpoint name -> its methods.
@@ -69,6 +71,7 @@ class GroupRuntime final : public CallDispatcher {
   const std::string name_;
   const std::string fingerprint_;
   bool required_;
+  const size_t max_request_bytes_;
   std::unique_ptr<LoadedPlugin> plugin_;
   std::map<std::string, Endpoint> endpoints_;
   GroupExecutor executor_;

@@ -11,13 +11,11 @@
 #include <set>
 #include <thread>
 
+#include "trusted_files.h"
 #include "unix_socket.h"
 
 namespace csi_proxy::host {
 namespace {
-
-// Requests of the csi-proxy API are small (paths, IDs, a few strings).
-constexpr int kMaxReceiveBytes = 16 * 1024 * 1024;
 
 template <typename Fn>
 void InParallel(size_t n, Fn fn) {
@@ -60,6 +58,7 @@ std::string ReloadReport::Summary() const {
 }
 
 Status ClaimHost(const HostConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.endpoint_dir, "endpoint_dir"));
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(config.endpoint_dir, ec)) {
     if (entry.path().filename().string().rfind("csi-proxy-", 0) == 0) {
@@ -87,9 +86,10 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   Status failed;
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
-    auto binding = std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime});
+    auto binding = std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime, runtime->max_request_bytes()});
     auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, binding);
-    failed = server->Start(config_.socket_mode, socket_gid_, kMaxReceiveBytes);
+    // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
+    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()));
     if (!failed.ok()) break;
     endpoints_[name] = std::move(server);
     created.push_back(name);
@@ -103,7 +103,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
     if (std::find(created.begin(), created.end(), name) != created.end()) {
       accept_loop_.Add(server->fd(), [server](int conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
     } else {
-      server->Rebind(std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime}));
+      server->Rebind(
+          std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime, runtime->max_request_bytes()}));
     }
   }
   return Status::Ok();

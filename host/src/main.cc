@@ -17,12 +17,14 @@
 #include "group_set.h"
 #include "host_runtime.h"
 #include "plugin_loader.h"
+#include "trusted_files.h"
 
 namespace {
 
 using csi_proxy::host::HostConfig;
 
-constexpr const char* kUsage = R"(Usage: csi-proxy [--config FILE] [--check-config] [--log-level LEVEL]
+constexpr const char* kUsage =
+    R"(Usage: csi-proxy [--config FILE] [--check-config] [--log-level LEVEL] [--allow-untrusted-files]
        csi-proxy --version | --help
 
 Serves the csi-proxy API groups named in the configuration, one Unix socket per group and version
@@ -32,6 +34,9 @@ Serves the csi-proxy API groups named in the configuration, one Unix socket per 
   --check-config      load the configuration and every enabled group library, print what would be served,
                       and exit: 0 when every enabled group loads, 1 with the reasons otherwise
   --log-level LEVEL   trace, debug, info, warn or error; overrides [host] log_level
+  --allow-untrusted-files
+                      load libraries and the configuration even when a user other than root (or the host's own)
+                      could change them; for development only
   --version           print the version and exit
   --help              print this text and exit
 )";
@@ -40,6 +45,7 @@ struct Options {
   std::string config_path;
   std::string log_level;
   bool check_config = false;
+  bool allow_untrusted_files = false;
 };
 
 int UsageError(const std::string& message) {
@@ -87,6 +93,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--check-config") {
       opts.check_config = true;
+    } else if (a == "--allow-untrusted-files") {
+      opts.allow_untrusted_files = true;
     } else if (a == "--config" || a.rfind("--config=", 0) == 0) {
       opts.config_path = value("--config");
       if (opts.config_path.empty()) return UsageError("--config needs a file");
@@ -117,7 +125,9 @@ int main(int argc, char** argv) {
 
   std::string exe_dir = boost::dll::program_location().parent_path().string();
   if (opts.config_path.empty()) opts.config_path = exe_dir + "/../etc/csi-proxy/csi-proxy.toml";
-  auto load_config = [&] {
+  if (opts.allow_untrusted_files) csi_proxy::host::AllowUntrustedFiles();
+  auto load_config = [&]() -> csi_proxy::StatusOr<HostConfig> {
+    CSI_PROXY_RETURN_IF_ERROR(csi_proxy::host::CheckTrustedFile(opts.config_path, "the configuration file"));
     auto config = csi_proxy::host::LoadConfig(opts.config_path, exe_dir);
     if (config.ok() && !opts.log_level.empty()) config->log_level = opts.log_level;  // the flag wins
     return config;

@@ -1,6 +1,8 @@
 // Plugin loading and ABI negotiation; see plugin_loader.h.
 #include "plugin_loader.h"
 
+#include "trusted_files.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -100,6 +102,9 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   std::error_code ec;
   if (!std::filesystem::exists(group.library, ec)) {
     return Refuse(group, Code::kNotFound, "the library file does not exist");
+  }
+  if (Status trusted = CheckTrustedFile(group.library, "the library"); !trusted.ok()) {
+    return Refuse(group, trusted.code(), trusted.message());
   }
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->config_name_ = group.name;

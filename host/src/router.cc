@@ -11,6 +11,11 @@
 namespace csi_proxy::host {
 namespace {
 
+// A status message fits in the metadata limit of every gRPC client (8 KiB by default), whatever a handler wrote.
+constexpr size_t kMaxStatusMessage = 4096;
+
+std::string_view BoundedMessage(std::string_view message) { return message.substr(0, kMaxStatusMessage); }
+
 grpc::Status ToGrpc(csi_proxy_status_code code, std::string_view message) {
   return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(message));
 }
@@ -32,6 +37,12 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
     if (it == endpoint.methods.end()) {
       return Answer(CSI_PROXY_STATUS_UNIMPLEMENTED,
                     "unknown method " + ctx_->method() + " on endpoint " + endpoint.name, {});
+    }
+    if (size_t size = request_.Length(); size > binding->max_request_bytes) {
+      return Answer(CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
+                    "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
+                        "' accepts at most " + std::to_string(binding->max_request_bytes),
+                    {});
     }
     CallInfo info{endpoint.group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
     auto call = std::make_shared<csi_proxy_host_call>(std::move(info), RequestBytes(), this);
@@ -69,7 +80,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
       response_ = grpc::ByteBuffer(&slice, 1);
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
-      Finish(ToGrpc(code, message));
+      Finish(ToGrpc(code, BoundedMessage(message)));
     }
   }
 

@@ -29,6 +29,7 @@ class CallDispatcher {
 struct EndpointBinding {
   const Endpoint* endpoint = nullptr;  // owned by `dispatcher`
   std::shared_ptr<CallDispatcher> dispatcher;
+  size_t max_request_bytes = 0;  // larger requests are refused before they are dispatched
 };
 
 class Router final : public grpc::CallbackGenericService {

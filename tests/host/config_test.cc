@@ -128,5 +128,42 @@ TEST(Config, BadVersionNamesAreRefused) {
 
 TEST(Config, BadGroupNamesAreRefused) { EXPECT_FALSE(Parse("[groups.\"Disk-X\"]\nenabled = true\n").ok()); }
 
+TEST(Config, TheAdminSocketLivesBesideTheEndpointDirectory) {
+  auto c = Parse("[host]\nendpoint_dir = \"/run/x/\"\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->admin_socket, "/run/x-admin.sock");
+  auto d = Parse("[host]\nadmin_socket = \"/run/admin.sock\"\nmax_connections = 100\nmax_connections_per_uid = 10\n");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->admin_socket, "/run/admin.sock");
+  EXPECT_EQ(d->max_connections, 100);
+  EXPECT_EQ(d->max_connections_per_uid, 10);
+}
+
+TEST(Config, BudgetKeysAreTheHostsAndNeverReachTheLibrary) {
+  auto c = Parse("[groups.disk]\nworkers = 3\nmax_queued_calls = 7\nmax_request_bytes = 2048\nown_key = 1\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->groups.size(), 1u);
+  EXPECT_EQ(c->groups[0].workers, 3);
+  EXPECT_EQ(c->groups[0].max_queued_calls, 7);
+  EXPECT_EQ(c->groups[0].max_request_bytes, 2048);
+  EXPECT_FALSE(c->groups[0].settings.contains("workers"));
+  EXPECT_TRUE(c->groups[0].settings.contains("own_key"));
+  auto bad = Parse("[groups.disk]\nmax_request_bytes = 10\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("test.toml:2: groups.disk.max_request_bytes must be an integer"),
+            std::string::npos)
+      << bad.status().message();
+}
+
+TEST(Config, ASocketGroupOutOfRangeIsAnErrorNotACrash) {
+  for (const char* gid : {"99999999999999999999", "4294967295"}) {
+    auto c = Parse(std::string("[host]\nsocket_group = \"") + gid + "\"\n");
+    ASSERT_FALSE(c.ok()) << gid;
+    EXPECT_NE(c.status().message().find("host.socket_group must be a group name or gid"), std::string::npos)
+        << c.status().message();
+  }
+  EXPECT_FALSE(Parse("[host]\nsocket_group = \"no-such-group-csi\"\n").ok());
+}
+
 }  // namespace
 }  // namespace csi_proxy::host

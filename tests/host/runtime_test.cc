@@ -74,6 +74,9 @@ TEST(GroupBudget, AGroupWhoseHandlersHangExhaustsOnlyItsOwnBudget) {
   }
   // The hung calls are answered at their deadline although their handlers still run.
   for (auto& f : blocked) EXPECT_EQ(f.get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The two that waited gave their places up: a new call waits for a worker instead of being refused.
+  auto waited = Call(blocker, "/v1.Blocker/Tag", Req(""), &resp, milliseconds(10000));
+  EXPECT_TRUE(waited.ok()) << waited.error_message();
   // Once the handlers return, the budget is free again.
   std::this_thread::sleep_for(milliseconds(3000));
   EXPECT_TRUE(Call(blocker, "/v1.Blocker/Tag", Req(""), &resp).ok());

@@ -1,7 +1,9 @@
-// A flood of idle connections, as a hostile or broken caller could open, never locks other callers out: the host
-// caps connections in all and per uid within its open-file limit, and never spins when it runs out of descriptors.
-#include <gtest/gtest.h>
+// What a red-team pass found at the host's door, each tried through the real socket: a flood of idle connections
+// never locks other callers out (connections are capped in all and per uid within the open-file limit, and the
+// host never spins when it runs out of descriptors); oversized requests and handlers' long messages cost little;
+// files a non-root user could change are never loaded.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "grpc_client.h"
@@ -19,6 +22,8 @@
 
 namespace csi_proxy::testing {
 namespace {
+
+namespace fs = std::filesystem;
 
 int ConnectTo(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -88,6 +93,57 @@ TEST(ConnectionFlood, IdleConnectionsOfOneCallerDoNotLockOthersOut) {
   kill(flood, SIGKILL);
   waitpid(flood, nullptr, 0);
   EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(RequestSize, ARequestLargerThanTheGroupAcceptsIsRefusedAndCostsNoLogVolume) {
+  HostProcess host("[groups.echo]\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  auto echo = Dial(host.endpoint("csi-proxy-echo-v1"));
+  v1::EchoRequest req;
+  req.set_text(std::string(1 << 20, 'x'));  // 1 MiB; the default limit is 64 KiB
+  v1::EchoResponse resp;
+  auto s = Call(echo, "/v1.Echo/Echo", req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_LT(s.error_message().size(), 1024u);
+  req.set_text("small");
+  EXPECT_TRUE(Call(echo, "/v1.Echo/Echo", req, &resp).ok());
+  EXPECT_LT(host.log().size(), 64u * 1024);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(RequestSize, AHandlersLongFailureMessageReachesClientAndLogBounded) {
+  HostProcess host("[groups.echo]\nmax_request_bytes = 1048576\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  v1::EchoRequest req;
+  req.set_text(std::string(512 * 1024, 'p'));  // as if a group quoted a huge path in its error
+  req.set_fail_with_code(static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  v1::EchoResponse resp;
+  auto s = Call(Dial(host.endpoint("csi-proxy-echo-v1")), "/v1.Echo/Echo", req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LE(s.error_message().size(), 4096u);
+  EXPECT_LT(host.log().size(), 64u * 1024);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(TrustedFiles, ALibraryOthersCouldReplaceIsNotLoaded) {
+  HostProcess host("");
+  std::string library = host.dir() + "/libcsi-proxy-echo.so";
+  fs::copy_file(PluginDir() + "/libcsi-proxy-echo.so", library);
+  fs::permissions(library, fs::perms::others_write, fs::perm_options::add);
+  host.WriteConfig("[groups.echo]\nrequired = true\nlibrary = \"" + library + "\"\n");
+  EXPECT_EQ(host.RunToExit({}), 1);
+  EXPECT_NE(host.log().find("the library " + library + " is writable by its group or by others"), std::string::npos)
+      << host.log();
+  // For development only, the check can be turned off.
+  EXPECT_EQ(host.RunToExit({"--allow-untrusted-files", "--check-config"}), 0) << host.log();
+}
+
+TEST(TrustedFiles, AConfigurationOthersCouldChangeStopsTheHost) {
+  HostProcess host("[groups.echo]\n");
+  fs::permissions(host.config_path(), fs::perms::group_write, fs::perm_options::add);
+  EXPECT_EQ(host.RunToExit({}), 1);
+  EXPECT_NE(host.log().find("the configuration file " + host.config_path() + " is writable"), std::string::npos)
+      << host.log();
 }
 
 }  // namespace
