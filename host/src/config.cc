@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -188,6 +189,7 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   }
   const std::string table_name = "groups." + name;
   g.name = name;
+  g.source = source;
   CSI_PROXY_RETURN_IF_ERROR(ReadBool(source, *t, table_name, "enabled", g.enabled));
   CSI_PROXY_RETURN_IF_ERROR(ReadBool(source, *t, table_name, "required", g.required));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, *t, table_name, "library", g.library));
@@ -211,6 +213,7 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
     std::string k(key.str());
     if (kGroupHostKeys.count(k)) continue;
     g.settings.insert(k, value);
+    g.key_lines[k] = static_cast<int>(value.source().begin.line);
   }
   return Status::Ok();
 }
@@ -223,6 +226,11 @@ bool IsValidGroupName(std::string_view name) {
     if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) return false;
   }
   return name[0] >= 'a' && name[0] <= 'z';
+}
+
+const std::vector<std::string>& GroupHostKeys() {
+  static const std::vector<std::string> keys(kGroupHostKeys.begin(), kGroupHostKeys.end());
+  return keys;
 }
 
 bool IsValidLogLevel(const std::string& level) {
@@ -265,6 +273,20 @@ StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& sourc
       GroupConfig g;
       CSI_PROXY_RETURN_IF_ERROR(ParseGroup(source_name, std::string(key.str()), node, config, g));
       config.groups.push_back(std::move(g));
+    }
+  }
+  // One file, one group: a library loaded under two tables would serve the same endpoints twice.
+  std::map<std::string, const GroupConfig*> by_library;
+  for (const auto& g : config.groups) {
+    if (!g.enabled) continue;
+    std::string file = fs::weakly_canonical(g.library).string();
+    auto [it, fresh] = by_library.emplace(file, &g);
+    if (!fresh) {
+      const toml::node* node = root["groups"][g.name].node();
+      return KeyError(source_name, *node, "groups." + g.name,
+                      "loads " + file + ", which [groups." + it->second->name +
+                          "] loads already; one library serves "
+                          "one group table");
     }
   }
   return config;

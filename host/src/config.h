@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,15 +17,17 @@
 namespace csi_proxy::host {
 
 struct GroupConfig {
-  std::string name;  // the table name in [groups.<name>]
+  std::string name;    // the table name in [groups.<name>]
+  std::string source;  // the configuration file, for messages
   bool enabled = true;
-  bool required = false;              // a group that cannot be loaded stops the host instead of being skipped
-  std::string library;                // absolute path of the group library
-  std::vector<std::string> versions;  // versions to serve; empty means every version the library offers
-  int workers = 0;                    // handlers of this group that may run at once; 0: [host] workers
-  int max_queued_calls = 64;          // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
-  int max_request_bytes = 64 * 1024;  // the largest request accepted; the API's requests are paths and names
-  toml::table settings;               // the group's own keys, handed to the library as they are
+  bool required = false;                 // a group that cannot be loaded stops the host instead of being skipped
+  std::string library;                   // absolute path of the group library
+  std::vector<std::string> versions;     // versions to serve; empty means every version the library offers
+  int workers = 0;                       // handlers of this group that may run at once; 0: [host] workers
+  int max_queued_calls = 64;             // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
+  int max_request_bytes = 64 * 1024;     // the largest request accepted; the API's requests are paths and names
+  toml::table settings;                  // the group's own keys, handed to the library as they are
+  std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
 };
 
 struct HostConfig {
@@ -58,6 +61,9 @@ bool IsValidGroupName(std::string_view name);
 inline constexpr const char* kGroupNameRule =
     "a valid group name (lowercase letters and digits, starting with a letter, at most 32 characters)";
 static_assert(CSI_PROXY_GROUP_NAME_MAX == 32, "kGroupNameRule states the limit");
+
+// The keys of a [groups.<name>] table that the host consumes (the library never sees them).
+const std::vector<std::string>& GroupHostKeys();
 
 // The levels --log-level and [host] log_level accept.
 bool IsValidLogLevel(const std::string& level);

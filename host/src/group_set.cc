@@ -13,10 +13,11 @@ void GroupSet::Load(const HostConfig& config) {
     }
     auto plugin = LoadPlugin(group, config, registry_);
     if (!plugin.ok()) {
-      spdlog::error("{}{}", plugin.status().message(),
-                    group.required ? " (required: refusing to start)" : " (skipped)");
-      refusals_.push_back(plugin.status().message());
-      required_failed_ = required_failed_ || group.required;
+      // As at start: a required group, or a mistake in the group's keys, would stop the host.
+      bool fatal = group.required || plugin.status().code() == Code::kInvalidArgument;
+      spdlog::error("{}{}", plugin.status().message(), fatal ? " (a start would be refused)" : " (would be skipped)");
+      (fatal ? refusals_ : skipped_).push_back(plugin.status().message());
+      required_failed_ = required_failed_ || fatal;
       continue;
     }
     const auto& p = **plugin;

@@ -28,13 +28,16 @@ class GroupSet {
 
   const EndpointRegistry& registry() const { return registry_; }
   const std::vector<std::unique_ptr<LoadedPlugin>>& plugins() const { return plugins_; }
+  // Groups that would stop a start (required, or a mistake in their keys), and optional ones that would be skipped.
   const std::vector<std::string>& refusals() const { return refusals_; }
+  const std::vector<std::string>& skipped() const { return skipped_; }
   bool required_failed() const { return required_failed_; }
 
  private:
   EndpointRegistry registry_;
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
   std::vector<std::string> refusals_;
+  std::vector<std::string> skipped_;
   bool required_failed_ = false;
 };
 

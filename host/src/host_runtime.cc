@@ -57,8 +57,33 @@ std::string ReloadReport::Summary() const {
   return s;
 }
 
-Status ClaimHost(const HostConfig& config) {
+Status CheckEndpointDirectory(const HostConfig& config) {
   CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.endpoint_dir, "endpoint_dir"));
+  std::error_code ec;
+  if (std::filesystem::is_directory(config.endpoint_dir, ec)) return Status::Ok();
+  std::filesystem::path parent = std::filesystem::path(config.endpoint_dir).parent_path();
+  if (!std::filesystem::is_directory(parent, ec)) {
+    return FailedPrecondition("endpoint_dir " + config.endpoint_dir + " cannot be created: " + parent.string() +
+                              " does not exist");
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> PathWarnings(const HostConfig& config) {
+  std::vector<std::string> out;
+  std::vector<std::string> roots = config.working_dirs;
+  roots.insert(roots.begin(), config.kubelet_path);
+  for (const auto& dir : roots) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      out.push_back((dir == config.kubelet_path ? "kubelet_path " : "working dir ") + dir + " does not exist (yet)");
+    }
+  }
+  return out;
+}
+
+Status ClaimHost(const HostConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(CheckEndpointDirectory(config));
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(config.endpoint_dir, ec)) {
     if (entry.path().filename().string().rfind("csi-proxy-", 0) == 0) {
@@ -154,9 +179,13 @@ Status HostRuntime::Start(const HostConfig& config) {
     }
     auto runtime = GroupRuntime::Load(group, config, RegistryOf(groups_, ""));
     if (!runtime.ok()) {
-      spdlog::error("{}{}", runtime.status().message(),
-                    group.required ? " (required: refusing to start)" : " (skipped)");
-      if (group.required) return runtime.status();
+      // A mistake in the group's own keys is a configuration error, whatever `required` says.
+      bool fatal = group.required || runtime.status().code() == Code::kInvalidArgument;
+      spdlog::error(
+          "{}{}", runtime.status().message(),
+          fatal ? (group.required ? " (required: refusing to start)" : " (a configuration error: refusing to start)")
+                : " (skipped)");
+      if (fatal) return Status(runtime.status().code(), "group '" + group.name + "' cannot be served (see above)");
       continue;
     }
     const LoadedPlugin& p = (*runtime)->plugin();
@@ -168,6 +197,7 @@ Status HostRuntime::Start(const HostConfig& config) {
     groups_[group.name] = std::move(*runtime);
   }
   if (groups_.empty()) return FailedPrecondition("nothing to serve: no enabled group could be loaded");
+  for (const auto& warning : PathWarnings(config)) spdlog::warn("{}", warning);
   if (mkdir(config.endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
   }
@@ -235,6 +265,17 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   std::map<std::string, std::shared_ptr<GroupRuntime>> loaded_now;
   for (const GroupConfig* g : to_load) {
     auto runtime = GroupRuntime::Load(*g, next, RegistryOf(after, g->name));
+    if (!runtime.ok() && runtime.status().code() == Code::kInvalidArgument) {
+      // A mistake in a group's keys is a mistake in the file: nothing of this reload is applied.
+      std::vector<std::shared_ptr<GroupRuntime>> discarded;
+      for (auto& [name, r] : loaded_now) discarded.push_back(r);
+      StopAll(discarded, std::chrono::steady_clock::now());
+      report.config_ok = false;
+      report.applied.clear();
+      report.refused = {runtime.status().message()};
+      spdlog::error("{}", report.Summary());
+      return report;
+    }
     if (!runtime.ok()) {
       report.refused.push_back(runtime.status().message() +
                                (groups_.count(g->name) ? " (the loaded instance keeps serving)" : ""));

@@ -21,6 +21,13 @@ namespace csi_proxy::host {
 // for the life of the process), before any group's init runs: a group may clean its state up at init.
 Status ClaimHost(const HostConfig& config);
 
+// endpoint_dir is a trusted directory, or can be created (its parent exists). A start checks it; so does
+// --check-config.
+Status CheckEndpointDirectory(const HostConfig& config);
+
+// kubelet_path or a working dir that does not exist (yet): the groups that take paths refuse them until it does.
+std::vector<std::string> PathWarnings(const HostConfig& config);
+
 // What a reload did, for the log and the admin request.
 struct ReloadReport {
   bool config_ok = true;             // false: the new configuration was refused whole and nothing changed

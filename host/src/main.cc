@@ -67,9 +67,18 @@ int CheckConfig(const HostConfig& config, const csi_proxy::host::GroupSet& group
     std::printf("%-12s %-10s %-34s %s\n", e.group.c_str(), e.version.c_str(),
                 (config.endpoint_dir + "/" + name).c_str(), e.library.c_str());
   }
+  for (const auto& r : groups.skipped()) std::printf("skipped: %s\n", r.c_str());
   for (const auto& r : groups.refusals()) std::printf("refused: %s\n", r.c_str());
-  if (groups.registry().endpoints().empty() && groups.refusals().empty()) std::printf("no group is enabled\n");
-  return groups.refusals().empty() && !groups.registry().endpoints().empty() ? 0 : 1;
+  bool ok = groups.refusals().empty() && !groups.registry().endpoints().empty();
+  if (groups.registry().endpoints().empty()) std::printf("refused: nothing would be served\n");
+  // The other checks a start makes before serving.
+  if (auto endpoint_dir = csi_proxy::host::CheckEndpointDirectory(config); !endpoint_dir.ok()) {
+    std::printf("refused: %s\n", endpoint_dir.message().c_str());
+    ok = false;
+  }
+  for (const auto& w : csi_proxy::host::PathWarnings(config)) std::printf("warning: %s\n", w.c_str());
+  std::printf("%s\n", ok ? "a start would serve this configuration" : "a start would be refused");
+  return ok ? 0 : 1;
 }
 
 }  // namespace

@@ -22,6 +22,20 @@
 namespace csi_proxy::host {
 namespace {
 
+// "file:line: groups.<name>.<key>: " for the first of the group's own keys that `message` quotes ('key'), and the
+// host's keys of a group table as a hint, since a misspelt one of those reaches the library as its own.
+std::string LocateGroupKeyError(const GroupConfig& g, const std::string& message) {
+  std::string where;
+  for (const auto& [key, line] : g.key_lines) {
+    if (message.find("'" + key + "'") == std::string::npos) continue;
+    where = g.source + ":" + std::to_string(line) + ": groups." + g.name + "." + key + ": ";
+    break;
+  }
+  std::string host_keys;
+  for (const auto& k : GroupHostKeys()) host_keys += (host_keys.empty() ? "" : ", ") + k;
+  return where + message + " (keys the host itself reads in a group table: " + host_keys + ")";
+}
+
 std::string Prefix(const GroupConfig& g) { return "group '" + g.name + "' (" + g.library + "): "; }
 
 Status Refuse(const GroupConfig& g, Code code, const std::string& reason) { return Status(code, Prefix(g) + reason); }
@@ -192,8 +206,16 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   error[sizeof error - 1] = '\0';
   if (code != CSI_PROXY_STATUS_OK) {
     // A registration the host refused explains itself; otherwise the plugin's own reason.
+    // A malformed registration is the library's fault, never the admin's (INVALID_ARGUMENT is kept for that).
     if (!plugin->context_->refusal.empty()) {
-      return Refuse(group, static_cast<Code>(code), plugin->context_->refusal);
+      Code refusal = static_cast<Code>(code);
+      return Refuse(group, refusal == Code::kInvalidArgument ? Code::kFailedPrecondition : refusal,
+                    plugin->context_->refusal);
+    }
+    // INVALID_ARGUMENT from init means the group's own keys are wrong: a configuration error, located in the file.
+    if (code == CSI_PROXY_STATUS_INVALID_ARGUMENT) {
+      return Refuse(group, Code::kInvalidArgument,
+                    "init failed with INVALID_ARGUMENT: " + LocateGroupKeyError(group, error));
     }
     return Refuse(group, Code::kFailedPrecondition, "init failed with " + CodeName(code) + ": " + error);
   }
@@ -201,8 +223,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   for (const auto& wanted : group.versions) {
     const auto& offered = plugin->context_->offered_versions;
     if (std::find(offered.begin(), offered.end(), wanted) == offered.end()) {
-      return Refuse(group, Code::kFailedPrecondition,
-                    "versions lists '" + wanted + "', which the library does not serve");
+      return Refuse(group, Code::kInvalidArgument, "versions lists '" + wanted + "', which the library does not serve");
     }
   }
   if (plugin->context_->pending.empty()) {

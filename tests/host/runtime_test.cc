@@ -272,6 +272,42 @@ TEST(Reload, ClientsOfAnUpgradedGroupSeeNoFailure) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
+TEST(StrictConfiguration, AMisspeltGroupKeyRefusesTheStartWhateverRequiredSays) {
+  HostProcess host("[groups.echo]\nrequired = false\ngreting = \"hi\"\n");
+  EXPECT_EQ(host.RunToExit({}), 1);
+  std::string log = host.log();
+  // file:line:key, the library's known keys and the host's own.
+  EXPECT_NE(log.find(host.config_path() + ":"), std::string::npos) << log;
+  EXPECT_NE(log.find(": groups.echo.greting: unknown key 'greting' in [groups.echo]; known keys: greeting"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("keys the host itself reads in a group table: enabled"), std::string::npos) << log;
+  EXPECT_EQ(host.RunToExit({"--check-config"}), 1);
+  EXPECT_NE(host.log().find("refused: group 'echo'"), std::string::npos) << host.log();
+}
+
+TEST(StrictConfiguration, AMisspeltGroupKeyRefusesTheWholeReload) {
+  HostProcess host(kEcho + BlockerGroup(Fixture("blocker1"), "x"));
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1", "csi-proxy-blocker-v1"})) << host.error();
+  // A typo in one group, a legitimate change in another: neither is applied.
+  host.WriteConfig("[groups.echo]\ngreting = \"hi\"\n" + BlockerGroup(Fixture("blocker1"), "y"));
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_NE(host.log().find("reload refused, nothing changed"), std::string::npos) << host.log();
+  EXPECT_EQ(TagOf(host), "1.0.0:x");
+  v1::EchoResponse resp;
+  EXPECT_TRUE(Call(Dial(host.endpoint("csi-proxy-echo-v1")), "/v1.Echo/Echo", Req("x"), &resp).ok());
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(StrictConfiguration, OneLibraryUnderTwoGroupTablesIsRefusedNamingBoth) {
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "x") + "[groups.other]\nlibrary = \"" + Fixture("blocker1") +
+                   "\"\n");
+  EXPECT_EQ(host.RunToExit({"--check-config"}), 1);
+  EXPECT_NE(host.log().find("groups.other loads " + Fixture("blocker1") + ", which [groups.blocker] loads already"),
+            std::string::npos)
+      << host.log();
+}
+
 TEST(AdminSocket, IsRootOnlyAndServesReloadAndStatus) {
   HostProcess host(kEcho);
   ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();

@@ -78,6 +78,8 @@ class LaterAnswers {
 class EchoPlugin : public csi_proxy::sdk::Plugin {
  public:
   Status Init(csi_proxy::sdk::Host& host) override {
+    // A misspelt key refuses the group instead of being ignored.
+    CSI_PROXY_RETURN_IF_ERROR(host.config().RequireKnownKeys({"greeting"}));
     CSI_PROXY_ASSIGN_OR_RETURN(greeting_, host.config().GetString("greeting", "hello"));
     kubelet_path_ = host.config().kubelet_path();
 
