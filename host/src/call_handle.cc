@@ -31,6 +31,15 @@ void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view 
     }
   } notify{on_completed};
   auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_);
+  // An answer that comes after the deadline is a deadline failure, whatever it says (as gRPC itself would have it
+  // had its timer fired first).
+  std::string late;
+  if (code == CSI_PROXY_STATUS_OK && std::chrono::system_clock::now() > info_.deadline) {
+    code = static_cast<csi_proxy_status_code>(csi_proxy::Code::kDeadlineExceeded);
+    late = "the deadline passed before " + info_.method + " finished";
+    message = late;
+    response = {};
+  }
   CallAnswerSink* sink = TakeSink();
   if (sink == nullptr) {
     spdlog::info("[{}] {} finished with {} after {} us, but the call had already been answered; result dropped",

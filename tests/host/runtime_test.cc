@@ -41,6 +41,23 @@ std::string TagOf(HostProcess& host) {
   return s.ok() ? resp.text() : "error: " + s.error_message();
 }
 
+// Waits (bounded) until the admin socket's Status shows `group` running `n` handlers and `queued` calls waiting.
+bool WaitUntilRunning(HostProcess& host, const std::string& group, int n, int queued = 0) {
+  auto admin = admin::v1::Admin::NewStub(Dial(host.admin_socket()));
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < deadline) {
+    grpc::ClientContext ctx;
+    admin::v1::StatusResponse status;
+    if (admin->Status(&ctx, admin::v1::StatusRequest(), &status).ok()) {
+      for (const auto& g : status.groups()) {
+        if (g.name() == group && g.running() == n && g.queued() == queued) return true;
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return false;
+}
+
 ino_t InodeOf(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
@@ -58,7 +75,7 @@ TEST(GroupBudget, AGroupWhoseHandlersHangExhaustsOnlyItsOwnBudget) {
       return Call(blocker, "/v1.Blocker/Block", Req("ignore-cancel", 4000), &resp, milliseconds(2000));
     }));
   }
-  std::this_thread::sleep_for(milliseconds(500));
+  ASSERT_TRUE(WaitUntilRunning(host, "blocker", 2, 2));
   // ...so the next call of that group is refused at once, naming the group.
   v1::EchoResponse resp;
   auto refused = Call(blocker, "/v1.Blocker/Block", Req("", 10), &resp);
@@ -106,7 +123,7 @@ TEST(HostShutdown, IsBoundedByItsTimeoutWhenAHandlerNeverReturns) {
     return Call(Dial(host.endpoint("csi-proxy-blocker-v1")), "/v1.Blocker/Block", Req("ignore-cancel", 60000), &resp,
                 milliseconds(120000));
   });
-  std::this_thread::sleep_for(milliseconds(300));
+  ASSERT_TRUE(WaitUntilRunning(host, "blocker", 1));
   auto begin = Clock::now();
   EXPECT_EQ(host.Stop(milliseconds(10000)), 0);
   EXPECT_LT(Clock::now() - begin, milliseconds(5000));
@@ -152,7 +169,7 @@ TEST(Reload, ChangedKeysLoadANewInstanceWhileTheOldOneFinishesItsCall) {
     auto s = Call(Dial(host.endpoint("csi-proxy-blocker-v1")), "/v1.Blocker/Block", Req("", 1000), &resp);
     return s.ok() ? resp.text() : "error: " + s.error_message();
   });
-  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_TRUE(WaitUntilRunning(host, "blocker", 1));
   host.WriteConfig(BlockerGroup(Fixture("blocker1"), "new"));
   ASSERT_TRUE(host.Reload()) << host.log();
   EXPECT_EQ(in_flight.get(), "old");  // finished by the instance it started on
