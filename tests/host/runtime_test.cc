@@ -179,6 +179,22 @@ TEST(Reload, ChangedKeysLoadANewInstanceWhileTheOldOneFinishesItsCall) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
+TEST(Reload, AChangedVersionsListAddsAndRemovesOnlyThoseEndpoints) {
+  HostProcess host("[groups.echo]\nversions = [\"v1\"]\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  ino_t v1_socket = InodeOf(host.endpoint("csi-proxy-echo-v1"));
+  EXPECT_FALSE(fs::exists(host.endpoint("csi-proxy-echo-v1alpha1")));
+  host.WriteConfig("[groups.echo]\nversions = [\"v1\", \"v1alpha1\"]\n");
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_TRUE(SocketAccepts(host.endpoint("csi-proxy-echo-v1alpha1")));
+  EXPECT_EQ(InodeOf(host.endpoint("csi-proxy-echo-v1")), v1_socket);
+  host.WriteConfig("[groups.echo]\nversions = [\"v1alpha1\"]\n");
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_FALSE(fs::exists(host.endpoint("csi-proxy-echo-v1")));
+  EXPECT_TRUE(SocketAccepts(host.endpoint("csi-proxy-echo-v1alpha1")));
+  EXPECT_EQ(host.Stop(), 0);
+}
+
 TEST(Reload, ANewBuildAtTheSamePathReplacesTheLoadedOne) {
   HostProcess host("");
   std::string library = host.dir() + "/libcsi-proxy-blocker.so";
