@@ -39,6 +39,8 @@ namespace {
 constexpr uint64_t kMinPartitionGrowth = 1 << 20;
 constexpr auto kMkfsTimeout = std::chrono::minutes(30);
 constexpr auto kGrowTimeout = std::chrono::minutes(30);
+// A partitioner or udev holds a disk's exclusive lock for moments; a listing waits that long, not longer.
+constexpr auto kListLockTimeout = std::chrono::seconds(10);
 
 bool IsExt(const std::string& fs_type) { return fs_type == "ext2" || fs_type == "ext3" || fs_type == "ext4"; }
 
@@ -131,6 +133,15 @@ StatusOr<std::string> LinuxVolumeBackend::CanonicalVolumeId(const std::string& v
 StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_t disk_number,
                                                                          uint32_t partition_number) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  // The shared lock of the udev convention: whoever changes the kernel's partitions holds the exclusive one
+  // (PartitionDisk until the new partition and its node exist; systemd-udevd while it re-reads the table after
+  // a writer closed the disk, which drops every partition for a moment). Listing under it never sees the
+  // partitions half re-read, so a listing that starts after PartitionDisk returned sees the new partition.
+  // A holder that keeps it longer is formatting or growing a volume, which changes no partition: list anyway.
+  auto lock = common::OpenAndLockDisk(disk.path, O_RDONLY | O_NONBLOCK, /*exclusive=*/false, kListLockTimeout);
+  if (!lock.ok() && lock.status().code() != Code::kUnavailable) {
+    return lock.status().WithContext("listing the volumes of disk " + std::to_string(disk_number));
+  }
   CSI_PROXY_ASSIGN_OR_RETURN(auto parts, devices_.PartitionsOf(disk));
   std::vector<std::string> volumes;
   if (parts.empty()) {

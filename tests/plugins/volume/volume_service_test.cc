@@ -3,11 +3,18 @@
 // and concurrency.
 #include "volume_service.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/blkpg.h>
+#include <linux/fs.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -403,6 +410,78 @@ TEST_F(VolumeServiceTest, AFilesystemOnTheWholeDiskIsItsOnlyVolume) {
   ASSERT_EQ(volumes->size(), 1u);
   EXPECT_EQ(volumes->front(), loop.path());
   EXPECT_EQ(*service_->GetDiskNumberFromVolumeId(loop.path()), loop.DiskNumber());
+}
+
+// What systemd-udevd does when a writer closes a whole disk it watches (after PartitionDisk, for example): it
+// takes the disk's exclusive lock without waiting and re-reads the partition table (BLKRRPART), which drops
+// every partition and adds them again. Done here with BLKPG (delete, add the same) under the same lock, because
+// BLKRRPART adds nothing back on a kernel built without partition-table parsers. Runs until destroyed.
+class UdevLikeRereader {
+ public:
+  UdevLikeRereader(std::string disk_path, uint64_t start_bytes, uint64_t size_bytes)
+      : path_(std::move(disk_path)), start_(start_bytes), size_(size_bytes), thread_([this] { Run(); }) {}
+  ~UdevLikeRereader() {
+    stop_ = true;
+    thread_.join();
+  }
+  int rereads() const { return rereads_; }
+
+ private:
+  bool Blkpg(int fd, int op) {
+    struct blkpg_partition part {};
+    part.start = static_cast<long long>(start_);
+    part.length = static_cast<long long>(size_);
+    part.pno = 1;
+    struct blkpg_ioctl_arg arg {};
+    arg.op = op;
+    arg.datalen = sizeof part;
+    arg.data = &part;
+    return ioctl(fd, BLKPG, &arg) == 0;
+  }
+  void Run() {
+    while (!stop_) {
+      int fd = open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && Blkpg(fd, BLKPG_DEL_PARTITION)) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));  // the kernel parses the table
+          if (Blkpg(fd, BLKPG_ADD_PARTITION)) ++rereads_;
+        }
+        close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+  }
+
+  std::string path_;
+  uint64_t start_, size_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> rereads_{0};
+  std::thread thread_;
+};
+
+TEST_F(VolumeServiceTest, ListVolumesOnDiskAfterPartitionDiskSeesThePartitionEvenWhileUdevRereadsTheTable) {
+  int missed = 0, listings = 0, rereads = 0;
+  for (int round = 0; round < 20 && missed == 0; ++round) {
+    LoopDevice loop(32 * kMiB);
+    ASSERT_TRUE(disks_.PartitionDisk(loop.DiskNumber()).ok());
+    auto check = [&] {
+      auto volumes = service_->ListVolumesOnDisk(loop.DiskNumber(), 0);
+      ++listings;
+      ASSERT_TRUE(volumes.ok()) << volumes.status().message();
+      if (*volumes != std::vector<std::string>{loop.PartitionPath(1)}) {
+        ++missed;
+        ADD_FAILURE() << "listing " << listings << " of round " << round << ": " << volumes->size() << " volumes";
+      }
+    };
+    check();  // read-your-writes, nobody else about
+    auto partition = common::BlockDevices().ResolveVolumeId(loop.PartitionPath(1));
+    ASSERT_TRUE(partition.ok()) << partition.status().message();
+    UdevLikeRereader udev(loop.path(), partition->start_bytes, partition->size_bytes);
+    for (int i = 0; i < 50 && missed == 0; ++i) check();
+    rereads += udev.rereads();
+  }
+  EXPECT_EQ(missed, 0) << "a listing missed the partition (" << listings << " listings)";
+  EXPECT_GT(rereads, 0) << "the udev stand-in never re-read a table; the test proved nothing";
 }
 
 TEST_F(VolumeServiceTest, ListVolumesOnDiskFiltersByPartitionNumber) {
