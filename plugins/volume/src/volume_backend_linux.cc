@@ -430,8 +430,27 @@ Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const commo
     return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where.entry.source + " (" +
                               where.entry.fs_type + ") mounted on it");
   }
-  CSI_PROXY_ASSIGN_OR_RETURN(auto mount, DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false}));
+  CSI_PROXY_RETURN_IF_ERROR(RefuseHostOwnedVolume(volume));
+  CSI_PROXY_ASSIGN_OR_RETURN(
+      auto mount, DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false, options_.mount_nosuid_nodev}));
   return mount.AttachAt(dir.get(), QuotePath(target.path));
+}
+
+Status LinuxVolumeBackend::RefuseHostOwnedVolume(const BlockDevice& volume) const {
+  // A filesystem the node itself uses (mounted outside the allowed roots: /, /boot, /var/lib/docker) must not
+  // appear in a pod; nor may a device that swap, device-mapper or md use underneath.
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  for (const auto& m : common::MountsOfDevice(mounts, volume)) {
+    if (!policy_.SplitAtRoot(m.target)) {
+      return FailedPrecondition("volume " + volume.path + " is mounted at " + QuotePath(m.target) +
+                                ", outside the allowed roots " + policy_.RootsForMessage() +
+                                " (a filesystem of the node itself?); refusing to mount it");
+    }
+  }
+  if (auto use = devices_.DescribeUse(volume, {})) {  // without mounts: holders and swap only
+    return FailedPrecondition("volume " + *use + "; refusing to mount it");
+  }
+  return Status::Ok();
 }
 
 Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
@@ -516,6 +535,7 @@ std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy policy, cons
   LinuxVolumeOptions linux_options;
   linux_options.default_fs_type = options.default_fs_type;
   if (!options.scratch_dir.empty()) linux_options.scratch_dir = options.scratch_dir;
+  linux_options.mount_nosuid_nodev = options.mount_nosuid_nodev;
   return std::make_unique<LinuxVolumeBackend>(std::move(policy), std::move(linux_options));
 }
 

@@ -11,10 +11,13 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -506,6 +509,64 @@ TEST_F(VolumeServiceTest, MountSameVolumeTwiceSucceeds) {
   ASSERT_TRUE(mounts.ok());
   EXPECT_EQ(std::count_if(mounts->begin(), mounts->end(), [&](auto& m) { return m.target == mnt; }), 1)
       << "no stacked second mount";
+}
+
+// Issue 13: a setuid binary or a device node on a volume must give a pod nothing.
+TEST_F(VolumeServiceTest, MountVolumeMountsWithNosuidAndNodevAndADeviceNodeOnTheVolumeDoesNotOpen) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/safe");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  struct statvfs vfs {};
+  ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
+  EXPECT_TRUE(vfs.f_flag & ST_NOSUID);
+  EXPECT_TRUE(vfs.f_flag & ST_NODEV);
+  const std::string node = mnt + "/null";
+  ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << strerror(errno);
+  errno = 0;
+  int fd = open(node.c_str(), O_RDWR | O_CLOEXEC);
+  EXPECT_LT(fd, 0) << "a device node on the volume opened";
+  EXPECT_EQ(errno, EACCES);
+  if (fd >= 0) close(fd);
+}
+
+TEST_F(VolumeServiceTest, AnAdminMayAllowSetuidAndDevicesOnMountedVolumes) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  auto policy = common::PathPolicy::Create(kubelet_, {});
+  ASSERT_TRUE(policy.ok());
+  LinuxVolumeBackend relaxed(
+      *policy,
+      LinuxVolumeOptions{.default_fs_type = "ext4", .scratch_dir = dir_.Sub("scratch"), .mount_nosuid_nodev = false});
+  const std::string mnt = dir_.MakeDir("kubelet/relaxed");
+  auto target = policy->Confine(mnt, "target_path");
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(relaxed.MountVolume(id, *target).ok());
+  struct statvfs vfs {};
+  ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
+  EXPECT_FALSE(vfs.f_flag & ST_NOSUID);
+  EXPECT_FALSE(vfs.f_flag & ST_NODEV);
+}
+
+// Issue 13: a filesystem the node mounted for itself must not reach the kubelet tree.
+TEST_F(VolumeServiceTest, MountVolumeRefusesAVolumeMountedOutsideTheAllowedRoots) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string hosts_own = dir_.MakeDir("node-filesystem");  // outside kubelet_; TempDir unmounts it
+  ASSERT_EQ(mount(id.c_str(), hosts_own.c_str(), "ext4", 0, nullptr), 0) << strerror(errno);
+  const std::string mnt = dir_.MakeDir("kubelet/pod-volume");
+  auto status = service_->MountVolume(id, mnt);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
+  EXPECT_NE(status.message().find("outside the allowed roots"), std::string::npos) << status.message();
+  auto where = common::ReadMountTable();
+  ASSERT_TRUE(where.ok());
+  EXPECT_EQ(std::count_if(where->begin(), where->end(), [&](auto& m) { return m.target == mnt; }), 0);
+
+  // Mounted inside the roots (a staging path) it may be mounted again (a publish path).
+  ASSERT_EQ(umount2(hosts_own.c_str(), 0), 0) << strerror(errno);
+  ASSERT_TRUE(service_->MountVolume(id, dir_.MakeDir("kubelet/staging")).ok());
+  status = service_->MountVolume(id, mnt);
+  EXPECT_TRUE(status.ok()) << status.message();
 }
 
 TEST_F(VolumeServiceTest, MountingAnotherVolumeOnAnOccupiedTargetFails) {
