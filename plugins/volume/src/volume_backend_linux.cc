@@ -11,8 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -195,6 +199,7 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
   if (!lock.ok()) return lock.status().WithContext("formatting " + what);
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (IsFilesystem(sig) && sig.fs_type == fs_type) return Status::Ok();  // a retry after success
+  CSI_PROXY_RETURN_IF_ERROR(RefuseOpenVolume(volume, disk));
   if (!sig.Empty()) {
     return FailedPrecondition(what + " already holds " + common::DescribeSignatures(sig) +
                               "; refusing to overwrite it");
@@ -212,6 +217,51 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
   common::ProgramOptions run;
   run.timeout = kMkfsTimeout;
   return common::RunProgramChecked(argv, run).WithContext("formatting " + what + " as " + fs_type);
+}
+
+Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume, const BlockDevice& disk) const {
+  const std::string what = "volume " + volume.path;
+  // An exclusive opener (a mount, mkfs, a VM or database given the raw device with O_EXCL, dm/md) makes the
+  // kernel refuse ours.
+  UniqueFd probe(open(volume.path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC));
+  if (!probe.valid()) {
+    if (errno == EBUSY) {
+      return FailedPrecondition(what + " is open exclusively by another process; refusing to format it");
+    }
+    return Internal(ErrnoMessage("open " + volume.path, errno));
+  }
+  probe.Reset();
+  // Plain writers (a raw block volume in use) leave no mark in the kernel but their descriptors in /proc: any
+  // process (this one's own descriptors excepted) with the volume, or its whole disk, open for writing.
+  const pid_t self = getpid();
+  std::error_code ec;
+  for (std::filesystem::directory_iterator proc("/proc", ec), end; !ec && proc != end; proc.increment(ec)) {
+    const std::string pid_text = proc->path().filename().string();
+    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
+    if (pid_text == std::to_string(self)) continue;
+    std::error_code fd_ec;
+    for (std::filesystem::directory_iterator fds(proc->path() / "fd", fd_ec), fd_end; !fd_ec && fds != fd_end;
+         fds.increment(fd_ec)) {
+      struct stat st {};
+      if (stat(fds->path().c_str(), &st) != 0 || !S_ISBLK(st.st_mode)) continue;
+      if (st.st_rdev != volume.devno && st.st_rdev != disk.devno) continue;
+      // fdinfo has a line "flags:\t0100002" (octal open flags).
+      std::ifstream info(proc->path() / "fdinfo" / fds->path().filename());
+      std::string line;
+      unsigned long open_flags = 0;
+      while (std::getline(info, line)) {
+        if (line.rfind("flags:", 0) == 0) open_flags = std::strtoul(line.c_str() + 6, nullptr, 8);
+      }
+      if ((open_flags & O_ACCMODE) != O_RDONLY) {
+        return FailedPrecondition(what + " is open for writing by process " + pid_text +
+                                  (st.st_rdev == disk.devno && disk.devno != volume.devno
+                                       ? " (through its disk " + disk.path + ")"
+                                       : std::string()) +
+                                  "; refusing to format it");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {

@@ -47,6 +47,8 @@ class LinuxVolumeBackend final : public VolumeBackend {
   Status GrowFilesystem(const common::BlockDevice& volume, const std::string& fs_type);
   // FAILED_PRECONDITION for a volume the node uses itself: mounted outside the allowed roots, swap, held.
   Status RefuseHostOwnedVolume(const common::BlockDevice& volume) const;
+  // FAILED_PRECONDITION for a volume another process holds open exclusively or for writing (see README).
+  Status RefuseOpenVolume(const common::BlockDevice& volume, const common::BlockDevice& disk) const;
 
   common::PathPolicy policy_;
   LinuxVolumeOptions options_;

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <linux/blkpg.h>
 #include <linux/fs.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -373,6 +375,60 @@ TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeHoldingAnotherFilesystem) {
   auto after = common::ProbeSignatures(id);
   EXPECT_EQ(after->fs_type, "xfs");
   EXPECT_EQ(after->uuid, before->uuid);
+}
+
+// Another process that holds a device open with `flags` until destroyed (then killed by its pid and reaped).
+class DeviceHolder {
+ public:
+  DeviceHolder(const std::string& path, int flags) {
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(path.c_str(), flags | O_CLOEXEC);
+      char ok = fd >= 0 ? '1' : '0';
+      if (write(ready[1], &ok, 1) != 1) _exit(1);
+      for (;;) pause();
+    }
+    close(ready[1]);
+    char ok = '0';
+    opened_ = pid_ > 0 && read(ready[0], &ok, 1) == 1 && ok == '1';
+    close(ready[0]);
+  }
+  ~DeviceHolder() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool opened() const { return opened_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool opened_ = false;
+};
+
+// Issue 13: a raw block volume in use, with data libblkid does not recognise, must not be formatted.
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeAnotherProcessHoldsExclusively) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  DeviceHolder holder(id, O_RDONLY | O_EXCL);
+  ASSERT_TRUE(holder.opened());
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
+  EXPECT_NE(status.message().find("exclusively"), std::string::npos) << status.message();
+  EXPECT_TRUE(common::ProbeSignatures(id)->Empty());
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeAnotherProcessHasOpenForWriting) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  DeviceHolder writer(id, O_RDWR);
+  ASSERT_TRUE(writer.opened());
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
+  EXPECT_NE(status.message().find("open for writing by process"), std::string::npos) << status.message();
+  EXPECT_TRUE(common::ProbeSignatures(id)->Empty());
 }
 
 TEST_F(VolumeServiceTest, FormatVolumeTwiceKeepsTheFirstFilesystem) {
