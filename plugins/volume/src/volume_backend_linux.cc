@@ -438,10 +438,15 @@ StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volu
       }
     }
     // Not mounted (or hidden): a read-only instance attached nowhere; it vanishes when closed.
-    auto detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, true});
-    if (!detached.ok() && detached.status().code() == Code::kFailedPrecondition) {
-      // Mounted read-write meanwhile (or elsewhere, hidden): share that instance without changing it.
+    int err = 0;
+    auto detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, true}, &err);
+    if (!detached.ok() && err == EBUSY) {
+      // Mounted read-write meanwhile (or elsewhere, hidden): share that instance without changing it. Only then:
+      // on any other refusal (EINVAL, EUCLEAN, EIO: a damaged filesystem) a read-write mount would replay its
+      // journal, and a query must not write.
       detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false});
+    } else if (!detached.ok()) {
+      return detached.status().WithContext("reading the filesystem size of " + volume.path);
     }
     if (detached.ok()) {
       struct statvfs vfs {};

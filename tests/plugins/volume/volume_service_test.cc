@@ -703,6 +703,28 @@ TEST_F(VolumeServiceTest, StatsOfAnUnmountedVolumeMatchTheMountedOnes) {
       << "reading the stats of an unmounted volume leaves no mount behind";
 }
 
+// Issue 13: a read-only query of a damaged filesystem must not fall back to a read-write mount (which would
+// replay its journal). The partition is made read-only, so a read-write attempt would fail differently
+// (EACCES) from the read-only one (EINVAL).
+TEST_F(VolumeServiceTest, StatsOfADamagedFilesystemFailWithoutAReadWriteAttempt) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto mkfs = common::RunProgram({testing::SystemProgram("mkfs.ext4"), "-q", "-F", "-O", "^metadata_csum", id});
+  ASSERT_TRUE(mkfs.ok() && mkfs->exit_code == 0);
+  auto partition = common::BlockDevices().ResolveVolumeId(id);
+  ASSERT_TRUE(partition.ok());
+  loop.WriteAt(partition->start_bytes + 1024 + 0x18, std::string("\x14\0\0\0", 4));  // s_log_block_size = 20
+  ASSERT_TRUE(*service_->IsVolumeFormatted(id)) << "libblkid still sees ext4";
+  int fd = open(id.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  int read_only = 1;
+  ASSERT_EQ(ioctl(fd, BLKROSET, &read_only), 0) << strerror(errno);
+  close(fd);
+  auto stats = service_->GetVolumeStats(id);
+  EXPECT_EQ(stats.status().code(), Code::kFailedPrecondition) << stats.status().message();
+  EXPECT_NE(stats.status().message().find("Invalid argument"), std::string::npos) << stats.status().message();
+}
+
 TEST_F(VolumeServiceTest, SeveralDisksAreStagedInParallel) {
   constexpr int kDisks = 3;
   std::vector<std::unique_ptr<LoopDevice>> loops;
