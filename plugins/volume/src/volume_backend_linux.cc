@@ -199,7 +199,7 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
   if (!lock.ok()) return lock.status().WithContext("formatting " + what);
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (IsFilesystem(sig) && sig.fs_type == fs_type) return Status::Ok();  // a retry after success
-  CSI_PROXY_RETURN_IF_ERROR(RefuseOpenVolume(volume, disk));
+  CSI_PROXY_RETURN_IF_ERROR(RefuseOpenVolume(volume));
   if (!sig.Empty()) {
     return FailedPrecondition(what + " already holds " + common::DescribeSignatures(sig) +
                               "; refusing to overwrite it");
@@ -219,7 +219,7 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
   return common::RunProgramChecked(argv, run).WithContext("formatting " + what + " as " + fs_type);
 }
 
-Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume, const BlockDevice& disk) const {
+Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume) const {
   const std::string what = "volume " + volume.path;
   // An exclusive opener (a mount, mkfs, a VM or database given the raw device with O_EXCL, dm/md) makes the
   // kernel refuse ours.
@@ -232,7 +232,8 @@ Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume, const Blo
   }
   probe.Reset();
   // Plain writers (a raw block volume in use) leave no mark in the kernel but their descriptors in /proc: any
-  // process (this one's own descriptors excepted) with the volume, or its whole disk, open for writing.
+  // process (this one's own descriptors excepted) with the volume open for writing. A whole disk open for
+  // writing is not counted: tools that manage disks keep them open so (a loop device's creator, for one).
   const pid_t self = getpid();
   std::error_code ec;
   for (std::filesystem::directory_iterator proc("/proc", ec), end; !ec && proc != end; proc.increment(ec)) {
@@ -244,7 +245,7 @@ Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume, const Blo
          fds.increment(fd_ec)) {
       struct stat st {};
       if (stat(fds->path().c_str(), &st) != 0 || !S_ISBLK(st.st_mode)) continue;
-      if (st.st_rdev != volume.devno && st.st_rdev != disk.devno) continue;
+      if (st.st_rdev != volume.devno) continue;
       // fdinfo has a line "flags:\t0100002" (octal open flags).
       std::ifstream info(proc->path() / "fdinfo" / fds->path().filename());
       std::string line;
@@ -253,11 +254,7 @@ Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume, const Blo
         if (line.rfind("flags:", 0) == 0) open_flags = std::strtoul(line.c_str() + 6, nullptr, 8);
       }
       if ((open_flags & O_ACCMODE) != O_RDONLY) {
-        return FailedPrecondition(what + " is open for writing by process " + pid_text +
-                                  (st.st_rdev == disk.devno && disk.devno != volume.devno
-                                       ? " (through its disk " + disk.path + ")"
-                                       : std::string()) +
-                                  "; refusing to format it");
+        return FailedPrecondition(what + " is open for writing by process " + pid_text + "; refusing to format it");
       }
     }
   }
@@ -305,6 +302,10 @@ Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t si
   } else if (static_cast<uint64_t>(size_bytes) > volume.size_bytes) {
     return Status(Code::kOutOfRange, what + " is a whole disk of " + std::to_string(volume.size_bytes) +
                                          " bytes; it cannot grow to " + std::to_string(size_bytes) + " bytes");
+  } else if (size_bytes != 0 && static_cast<uint64_t>(size_bytes) < volume.size_bytes) {
+    return FailedPrecondition(what + " is a whole disk of " + std::to_string(volume.size_bytes) +
+                              " bytes; shrinking it to " + std::to_string(size_bytes) +
+                              " bytes is not supported (volumes only grow)");
   }
   if (!fs_needs_growth(partition_bytes)) return Status::Ok();  // growing to the current size changes nothing
   CSI_PROXY_RETURN_IF_ERROR(can_grow(partition_bytes));
@@ -365,7 +366,11 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
                                          " bytes, not " + std::to_string(size_bytes) + " (grow the disk first)");
   }
   partition_bytes = size * sector;
-  if (wanted <= size || (wanted - size) * sector < kMinPartitionGrowth) return Status::Ok();  // never shrink
+  if (wanted < size) {
+    return FailedPrecondition("the partition is " + std::to_string(size * sector) + " bytes; shrinking it to " +
+                              std::to_string(size_bytes) + " bytes is not supported (volumes only grow)");
+  }
+  if ((wanted - size) * sector < kMinPartitionGrowth) return Status::Ok();
   CSI_PROXY_RETURN_IF_ERROR(before_write(wanted * sector));
 
   std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> change(fdisk_new_partition());

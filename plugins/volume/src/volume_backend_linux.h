@@ -48,7 +48,7 @@ class LinuxVolumeBackend final : public VolumeBackend {
   // FAILED_PRECONDITION for a volume the node uses itself: mounted outside the allowed roots, swap, held.
   Status RefuseHostOwnedVolume(const common::BlockDevice& volume) const;
   // FAILED_PRECONDITION for a volume another process holds open exclusively or for writing (see README).
-  Status RefuseOpenVolume(const common::BlockDevice& volume, const common::BlockDevice& disk) const;
+  Status RefuseOpenVolume(const common::BlockDevice& volume) const;
 
   common::PathPolicy policy_;
   LinuxVolumeOptions options_;

@@ -332,7 +332,7 @@ TEST_F(VolumeEndToEnd, RefusalsKeepData) {
   EXPECT_NE(status.error_message().find("mounted at"), std::string::npos) << status.error_message();
   EXPECT_EQ(v1_.Mount(id, kubelet_ + "/../escape").error_code(), Code::INVALID_ARGUMENT);
   EXPECT_EQ(v1_.Mount(id, "/etc").error_code(), Code::PERMISSION_DENIED);
-  EXPECT_EQ(v1_.Resize(id, 64 * kMiB).error_code(), Code::OK) << "smaller than now: never shrinks, no change";
+  EXPECT_EQ(v1_.Resize(id, 64 * kMiB).error_code(), Code::FAILED_PRECONDITION) << "smaller than now: never shrinks";
   EXPECT_EQ(v1_.Resize(id, -5).error_code(), Code::INVALID_ARGUMENT);
   EXPECT_TRUE(PartitionDisk(loop.DiskNumber()).ok()) << "already partitioned: nothing to do";
   EXPECT_EQ(ReadFile(mnt + "/precious.txt"), "keep me");

@@ -301,14 +301,16 @@ TEST_F(VolumeServiceTest, ResizeOfAnUnformattedVolumeGrowsOnlyThePartition) {
   EXPECT_FALSE(*service_->IsVolumeFormatted(id));
 }
 
-TEST_F(VolumeServiceTest, ResizeNeverShrinksAndGrowingToTheCurrentSizeChangesNothing) {
+TEST_F(VolumeServiceTest, ResizeToASmallerSizeIsRefusedAndGrowingToTheCurrentSizeChangesNothing) {
   LoopDevice loop(256 * kMiB);
   const std::string id = FormattedVolume(loop);
   const uint64_t size = PartitionSize(id);
   const std::string table = loop.ReadAt(0, 34 * 512);
   EXPECT_TRUE(service_->ResizeVolume(id, 0).ok());  // already at the maximum
   EXPECT_TRUE(service_->ResizeVolume(id, static_cast<int64_t>(size)).ok());
-  EXPECT_TRUE(service_->ResizeVolume(id, 64 * kMiB).ok());  // smaller: nothing happens
+  auto smaller = service_->ResizeVolume(id, 64 * kMiB);  // issue 13: a clear refusal, not a silent "done"
+  EXPECT_EQ(smaller.code(), Code::kFailedPrecondition) << smaller.message();
+  EXPECT_NE(smaller.message().find("shrinking"), std::string::npos) << smaller.message();
   EXPECT_EQ(PartitionSize(id), size);
   EXPECT_EQ(loop.ReadAt(0, 34 * 512), table);
   EXPECT_TRUE(*service_->IsVolumeFormatted(id));
