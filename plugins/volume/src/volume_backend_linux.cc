@@ -149,9 +149,12 @@ StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_
   CSI_PROXY_ASSIGN_OR_RETURN(auto parts, devices_.PartitionsOf(disk));
   std::vector<std::string> volumes;
   if (parts.empty()) {
-    // No partitions: the whole disk is a volume if it holds a filesystem.
+    // No partitions: the whole disk is a volume if it holds a filesystem. A probe that fails is reported, as
+    // IsVolumeFormatted reports it, not taken for "no filesystem".
+    if (partition_number != 0) return volumes;
     auto sig = common::ProbeSignatures(disk.path);
-    if (sig.ok() && IsFilesystem(*sig) && partition_number == 0) volumes.push_back(disk.path);
+    if (!sig.ok()) return sig.status().WithContext("listing the volumes of disk " + std::to_string(disk_number));
+    if (IsFilesystem(*sig)) volumes.push_back(disk.path);
     return volumes;
   }
   // Partitions that cannot hold a volume (Microsoft Reserved, extended containers) are not listed.

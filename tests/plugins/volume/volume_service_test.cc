@@ -30,6 +30,7 @@
 #include "block_probe_linux.h"
 #include "disk_backend_linux.h"
 #include "disk_service.h"
+#include "fake_sysfs.h"
 #include "loop_device.h"
 #include "path_policy.h"
 #include "run_program.h"
@@ -543,6 +544,23 @@ TEST_F(VolumeServiceTest, ListVolumesOnDiskAfterPartitionDiskSeesThePartitionEve
   }
   EXPECT_EQ(missed, 0) << "a listing missed the partition (" << listings << " listings)";
   EXPECT_GT(rereads, 0) << "the udev stand-in never re-read a table; the test proved nothing";
+}
+
+// Issue 11: a disk whose probe fails is an error in ListVolumesOnDisk as in IsVolumeFormatted, not "no volume".
+TEST(VolumeBackendTest, ListVolumesOnDiskReportsADiskThatCannotBeProbed) {
+  testing::FakeScsiDisk disk("sdz", "7:0:0:1", 4242, "", "");
+  const std::string node = disk.roots().dev + "/sdz";
+  std::filesystem::remove(node);
+  std::filesystem::create_directory(node);  // opens and locks, but libblkid cannot probe it
+  TempDir dir;
+  auto policy = common::PathPolicy::Create(dir.MakeDir("kubelet"), {});
+  ASSERT_TRUE(policy.ok());
+  LinuxVolumeBackend backend(*policy, LinuxVolumeOptions{.roots = disk.roots()});
+  auto probe = common::ProbeSignatures(node);
+  ASSERT_FALSE(probe.ok()) << "the stand-in is probed without error; the test proves nothing";
+  auto volumes = backend.ListVolumesOnDisk(4242, 0);
+  EXPECT_FALSE(volumes.ok()) << "listed " << (volumes.ok() ? volumes->size() : 0) << " volumes";
+  EXPECT_EQ(volumes.status().code(), probe.status().code()) << volumes.status().message();
 }
 
 TEST_F(VolumeServiceTest, ListVolumesOnDiskFiltersByPartitionNumber) {
