@@ -21,12 +21,7 @@ sdk::ServiceBuilder& AddBasics(sdk::Host& host, DiskService& disks) {
       .template Unary<typename Api::ListDiskLocations>(
           [&disks](const auto&, auto& resp, CallContext&) { return ListLocations(disks, resp, DiskKey); })
       .template Unary<typename Api::PartitionDisk>([&disks](const auto& req, auto&, CallContext&) {
-        uint32_t number = 0;
-        if constexpr (requires { req.disk_id(); }) {
-          CSI_PROXY_ASSIGN_OR_RETURN(number, DiskService::ParseDiskId(req.disk_id()));  // v1alpha1
-        } else {
-          CSI_PROXY_ASSIGN_OR_RETURN(number, DiskService::ParseDiskId(req.diskid()));
-        }
+        CSI_PROXY_ASSIGN_OR_RETURN(uint32_t number, DiskService::ParseDiskId(req.diskid()));
         return disks.PartitionDisk(number);
       })
       .template Unary<typename Api::Rescan>([&disks](const auto&, auto&, CallContext&) { return disks.Rescan(); });

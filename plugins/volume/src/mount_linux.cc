@@ -67,25 +67,32 @@ StatusOr<MountOfFd> FindMountOf(int fd) {
   return NotFound("mount " + std::to_string(stx.stx_mnt_id) + " disappeared while being looked at");
 }
 
-StatusOr<DetachedMount> DetachedMount::Create(const MountRequest& request) {
+StatusOr<DetachedMount> DetachedMount::Create(const MountRequest& request, int* failed_errno) {
+  int unused = 0;
+  int& err = failed_errno != nullptr ? *failed_errno : unused;
+  err = 0;
+  auto fail = [&](const std::string& what, int fs_fd) {
+    err = errno;
+    return MountError(what, err, fs_fd);
+  };
   UniqueFd fs_fd(fsopen(request.fs_type.c_str(), FSOPEN_CLOEXEC));
-  if (!fs_fd.valid()) return MountError("fsopen " + request.fs_type, errno, -1);
+  if (!fs_fd.valid()) return fail("fsopen " + request.fs_type, -1);
   const std::string what = "mounting " + request.device + " (" + request.fs_type + ")";
   if (fsconfig(fs_fd.get(), FSCONFIG_SET_STRING, "source", request.device.c_str(), 0) != 0) {
-    return MountError(what, errno, fs_fd.get());
+    return fail(what, fs_fd.get());
   }
   if (request.read_only) {
-    if (fsconfig(fs_fd.get(), FSCONFIG_SET_FLAG, "ro", nullptr, 0) != 0) return MountError(what, errno, fs_fd.get());
+    if (fsconfig(fs_fd.get(), FSCONFIG_SET_FLAG, "ro", nullptr, 0) != 0) return fail(what, fs_fd.get());
     if (SkipsJournalReplay(request.fs_type) &&
         fsconfig(fs_fd.get(), FSCONFIG_SET_FLAG, "norecovery", nullptr, 0) != 0) {
-      return MountError(what, errno, fs_fd.get());
+      return fail(what, fs_fd.get());
     }
   }
-  if (fsconfig(fs_fd.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
-    return MountError(what, errno, fs_fd.get());
-  }
-  int mount_fd = fsmount(fs_fd.get(), FSMOUNT_CLOEXEC, request.read_only ? MOUNT_ATTR_RDONLY : 0);
-  if (mount_fd < 0) return MountError(what, errno, fs_fd.get());
+  if (fsconfig(fs_fd.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) return fail(what, fs_fd.get());
+  unsigned int attributes = request.read_only ? MOUNT_ATTR_RDONLY : 0;
+  if (request.nosuid_nodev) attributes |= MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  int mount_fd = fsmount(fs_fd.get(), FSMOUNT_CLOEXEC, attributes);
+  if (mount_fd < 0) return fail(what, fs_fd.get());
   DetachedMount result;
   result.mount_fd_.Reset(mount_fd);
   return result;

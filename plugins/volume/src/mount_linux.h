@@ -25,12 +25,16 @@ struct MountRequest {
   std::string device;
   std::string fs_type;
   bool read_only = false;  // read-only superblock and mount, without journal replay (for looking only)
+  // nosuid and nodev: setuid/setgid bits and device files on the volume give nobody anything. Only an admin's
+  // group key turns this off for MountVolume.
+  bool nosuid_nodev = true;
 };
 
 // A filesystem instance mounted nowhere. Attach() puts it on a directory; dropping it unattached leaves nothing.
 class DetachedMount {
  public:
-  static StatusOr<DetachedMount> Create(const MountRequest& request);
+  // On failure, `failed_errno` (if given) receives the kernel's errno (0 when the failure was not the kernel's).
+  static StatusOr<DetachedMount> Create(const MountRequest& request, int* failed_errno = nullptr);
   int fd() const { return mount_fd_.get(); }
   // move_mount onto `dir_fd` (an O_PATH descriptor of a directory).
   Status AttachAt(int dir_fd, const std::string& dir_for_messages);

@@ -15,12 +15,13 @@ namespace csi_proxy::volume {
 namespace {
 
 constexpr const char* kDefaultFsTypeKey = "default_fs_type";
+constexpr const char* kMountNosuidNodevKey = "mount_nosuid_nodev";
 
 class VolumePlugin : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kDefaultFsTypeKey}));
+    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kDefaultFsTypeKey, kMountNosuidNodevKey}));
     VolumeBackendOptions options;
     auto fs_type = config.GetString(kDefaultFsTypeKey, options.default_fs_type);
     if (!fs_type.ok()) return fs_type.status().WithContext("volume group");
@@ -28,6 +29,9 @@ class VolumePlugin : public sdk::Plugin {
       return InvalidArgument("volume group: default_fs_type must be ext4, ext3, ext2 or xfs, not '" + *fs_type + "'");
     }
     options.default_fs_type = *fs_type;
+    auto nosuid_nodev = config.GetBool(kMountNosuidNodevKey, options.mount_nosuid_nodev);
+    if (!nosuid_nodev.ok()) return nosuid_nodev.status().WithContext("volume group");
+    options.mount_nosuid_nodev = *nosuid_nodev;
     options.scratch_dir = config.state_dir() + "/volume/scratch";
 
     auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());

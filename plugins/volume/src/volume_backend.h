@@ -51,6 +51,7 @@ bool IsSupportedFilesystem(const std::string& fs_type);
 struct VolumeBackendOptions {
   std::string default_fs_type = "ext4";  // what FormatVolume creates; IsSupportedFilesystem
   std::string scratch_dir;               // private temporary mount points
+  bool mount_nosuid_nodev = true;        // MountVolume mounts with nosuid,nodev
 };
 
 // The platform's backend (on Linux defined in volume_backend_linux.cc). `policy` confines target paths.

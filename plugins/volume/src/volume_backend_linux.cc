@@ -11,8 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -39,6 +43,8 @@ namespace {
 constexpr uint64_t kMinPartitionGrowth = 1 << 20;
 constexpr auto kMkfsTimeout = std::chrono::minutes(30);
 constexpr auto kGrowTimeout = std::chrono::minutes(30);
+// A partitioner or udev holds a disk's exclusive lock for moments; a listing waits that long, not longer.
+constexpr auto kListLockTimeout = std::chrono::seconds(10);
 
 bool IsExt(const std::string& fs_type) { return fs_type == "ext2" || fs_type == "ext3" || fs_type == "ext4"; }
 
@@ -131,12 +137,24 @@ StatusOr<std::string> LinuxVolumeBackend::CanonicalVolumeId(const std::string& v
 StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_t disk_number,
                                                                          uint32_t partition_number) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  // The shared lock of the udev convention: whoever changes the kernel's partitions holds the exclusive one
+  // (PartitionDisk until the new partition and its node exist; systemd-udevd while it re-reads the table after
+  // a writer closed the disk, which drops every partition for a moment). Listing under it never sees the
+  // partitions half re-read, so a listing that starts after PartitionDisk returned sees the new partition.
+  // A holder that keeps it longer is formatting or growing a volume, which changes no partition: list anyway.
+  auto lock = common::OpenAndLockDisk(disk.path, O_RDONLY | O_NONBLOCK, /*exclusive=*/false, kListLockTimeout);
+  if (!lock.ok() && lock.status().code() != Code::kUnavailable) {
+    return lock.status().WithContext("listing the volumes of disk " + std::to_string(disk_number));
+  }
   CSI_PROXY_ASSIGN_OR_RETURN(auto parts, devices_.PartitionsOf(disk));
   std::vector<std::string> volumes;
   if (parts.empty()) {
-    // No partitions: the whole disk is a volume if it holds a filesystem.
+    // No partitions: the whole disk is a volume if it holds a filesystem. A probe that fails is reported, as
+    // IsVolumeFormatted reports it, not taken for "no filesystem".
+    if (partition_number != 0) return volumes;
     auto sig = common::ProbeSignatures(disk.path);
-    if (sig.ok() && IsFilesystem(*sig) && partition_number == 0) volumes.push_back(disk.path);
+    if (!sig.ok()) return sig.status().WithContext("listing the volumes of disk " + std::to_string(disk_number));
+    if (IsFilesystem(*sig)) volumes.push_back(disk.path);
     return volumes;
   }
   // Partitions that cannot hold a volume (Microsoft Reserved, extended containers) are not listed.
@@ -184,6 +202,7 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
   if (!lock.ok()) return lock.status().WithContext("formatting " + what);
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (IsFilesystem(sig) && sig.fs_type == fs_type) return Status::Ok();  // a retry after success
+  CSI_PROXY_RETURN_IF_ERROR(RefuseOpenVolume(volume));
   if (!sig.Empty()) {
     return FailedPrecondition(what + " already holds " + common::DescribeSignatures(sig) +
                               "; refusing to overwrite it");
@@ -201,6 +220,48 @@ Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
   common::ProgramOptions run;
   run.timeout = kMkfsTimeout;
   return common::RunProgramChecked(argv, run).WithContext("formatting " + what + " as " + fs_type);
+}
+
+Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume) const {
+  const std::string what = "volume " + volume.path;
+  // An exclusive opener (a mount, mkfs, a VM or database given the raw device with O_EXCL, dm/md) makes the
+  // kernel refuse ours.
+  UniqueFd probe(open(volume.path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC));
+  if (!probe.valid()) {
+    if (errno == EBUSY) {
+      return FailedPrecondition(what + " is open exclusively by another process; refusing to format it");
+    }
+    return Internal(ErrnoMessage("open " + volume.path, errno));
+  }
+  probe.Reset();
+  // Plain writers (a raw block volume in use) leave no mark in the kernel but their descriptors in /proc: any
+  // process (this one's own descriptors excepted) with the volume open for writing. A whole disk open for
+  // writing is not counted: tools that manage disks keep them open so (a loop device's creator, for one).
+  const pid_t self = getpid();
+  std::error_code ec;
+  for (std::filesystem::directory_iterator proc("/proc", ec), end; !ec && proc != end; proc.increment(ec)) {
+    const std::string pid_text = proc->path().filename().string();
+    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
+    if (pid_text == std::to_string(self)) continue;
+    std::error_code fd_ec;
+    for (std::filesystem::directory_iterator fds(proc->path() / "fd", fd_ec), fd_end; !fd_ec && fds != fd_end;
+         fds.increment(fd_ec)) {
+      struct stat st {};
+      if (stat(fds->path().c_str(), &st) != 0 || !S_ISBLK(st.st_mode)) continue;
+      if (st.st_rdev != volume.devno) continue;
+      // fdinfo has a line "flags:\t0100002" (octal open flags).
+      std::ifstream info(proc->path() / "fdinfo" / fds->path().filename());
+      std::string line;
+      unsigned long open_flags = 0;
+      while (std::getline(info, line)) {
+        if (line.rfind("flags:", 0) == 0) open_flags = std::strtoul(line.c_str() + 6, nullptr, 8);
+      }
+      if ((open_flags & O_ACCMODE) != O_RDONLY) {
+        return FailedPrecondition(what + " is open for writing by process " + pid_text + "; refusing to format it");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {
@@ -244,6 +305,10 @@ Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t si
   } else if (static_cast<uint64_t>(size_bytes) > volume.size_bytes) {
     return Status(Code::kOutOfRange, what + " is a whole disk of " + std::to_string(volume.size_bytes) +
                                          " bytes; it cannot grow to " + std::to_string(size_bytes) + " bytes");
+  } else if (size_bytes != 0 && static_cast<uint64_t>(size_bytes) < volume.size_bytes) {
+    return FailedPrecondition(what + " is a whole disk of " + std::to_string(volume.size_bytes) +
+                              " bytes; shrinking it to " + std::to_string(size_bytes) +
+                              " bytes is not supported (volumes only grow)");
   }
   if (!fs_needs_growth(partition_bytes)) return Status::Ok();  // growing to the current size changes nothing
   CSI_PROXY_RETURN_IF_ERROR(can_grow(partition_bytes));
@@ -304,7 +369,11 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
                                          " bytes, not " + std::to_string(size_bytes) + " (grow the disk first)");
   }
   partition_bytes = size * sector;
-  if (wanted <= size || (wanted - size) * sector < kMinPartitionGrowth) return Status::Ok();  // never shrink
+  if (wanted < size) {
+    return FailedPrecondition("the partition is " + std::to_string(size * sector) + " bytes; shrinking it to " +
+                              std::to_string(size_bytes) + " bytes is not supported (volumes only grow)");
+  }
+  if ((wanted - size) * sector < kMinPartitionGrowth) return Status::Ok();
   CSI_PROXY_RETURN_IF_ERROR(before_write(wanted * sector));
 
   std::unique_ptr<fdisk_partition, FdiskPartitionDeleter> change(fdisk_new_partition());
@@ -377,10 +446,15 @@ StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volu
       }
     }
     // Not mounted (or hidden): a read-only instance attached nowhere; it vanishes when closed.
-    auto detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, true});
-    if (!detached.ok() && detached.status().code() == Code::kFailedPrecondition) {
-      // Mounted read-write meanwhile (or elsewhere, hidden): share that instance without changing it.
+    int err = 0;
+    auto detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, true}, &err);
+    if (!detached.ok() && err == EBUSY) {
+      // Mounted read-write meanwhile (or elsewhere, hidden): share that instance without changing it. Only then:
+      // on any other refusal (EINVAL, EUCLEAN, EIO: a damaged filesystem) a read-write mount would replay its
+      // journal, and a query must not write.
       detached = DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false});
+    } else if (!detached.ok()) {
+      return detached.status().WithContext("reading the filesystem size of " + volume.path);
     }
     if (detached.ok()) {
       struct statvfs vfs {};
@@ -419,8 +493,27 @@ Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const commo
     return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where.entry.source + " (" +
                               where.entry.fs_type + ") mounted on it");
   }
-  CSI_PROXY_ASSIGN_OR_RETURN(auto mount, DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false}));
+  CSI_PROXY_RETURN_IF_ERROR(RefuseHostOwnedVolume(volume));
+  CSI_PROXY_ASSIGN_OR_RETURN(
+      auto mount, DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false, options_.mount_nosuid_nodev}));
   return mount.AttachAt(dir.get(), QuotePath(target.path));
+}
+
+Status LinuxVolumeBackend::RefuseHostOwnedVolume(const BlockDevice& volume) const {
+  // A filesystem the node itself uses (mounted outside the allowed roots: /, /boot, /var/lib/docker) must not
+  // appear in a pod; nor may a device that swap, device-mapper or md use underneath.
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
+  for (const auto& m : common::MountsOfDevice(mounts, volume)) {
+    if (!policy_.SplitAtRoot(m.target)) {
+      return FailedPrecondition("volume " + volume.path + " is mounted at " + QuotePath(m.target) +
+                                ", outside the allowed roots " + policy_.RootsForMessage() +
+                                " (a filesystem of the node itself?); refusing to mount it");
+    }
+  }
+  if (auto use = devices_.DescribeUse(volume, {})) {  // without mounts: holders and swap only
+    return FailedPrecondition("volume " + *use + "; refusing to mount it");
+  }
+  return Status::Ok();
 }
 
 Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
@@ -505,6 +598,7 @@ std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy policy, cons
   LinuxVolumeOptions linux_options;
   linux_options.default_fs_type = options.default_fs_type;
   if (!options.scratch_dir.empty()) linux_options.scratch_dir = options.scratch_dir;
+  linux_options.mount_nosuid_nodev = options.mount_nosuid_nodev;
   return std::make_unique<LinuxVolumeBackend>(std::move(policy), std::move(linux_options));
 }
 

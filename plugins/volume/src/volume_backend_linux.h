@@ -16,6 +16,7 @@ namespace csi_proxy::volume {
 struct LinuxVolumeOptions {
   std::string default_fs_type = "ext4";                           // what FormatVolume creates (ext4, ext3, ext2 or xfs)
   std::string scratch_dir = "/var/lib/csi-proxy/volume/scratch";  // private temporary mount points
+  bool mount_nosuid_nodev = true;  // MountVolume mounts with nosuid,nodev (the group key mount_nosuid_nodev)
   common::BlockDeviceRoots roots;
 };
 
@@ -44,6 +45,10 @@ class LinuxVolumeBackend final : public VolumeBackend {
   Status GrowPartition(const common::BlockDevice& volume, int64_t size_bytes,
                        const std::function<Status(uint64_t)>& before_write, uint64_t& partition_bytes);
   Status GrowFilesystem(const common::BlockDevice& volume, const std::string& fs_type);
+  // FAILED_PRECONDITION for a volume the node uses itself: mounted outside the allowed roots, swap, held.
+  Status RefuseHostOwnedVolume(const common::BlockDevice& volume) const;
+  // FAILED_PRECONDITION for a volume another process holds open exclusively or for writing (see README).
+  Status RefuseOpenVolume(const common::BlockDevice& volume) const;
 
   common::PathPolicy policy_;
   LinuxVolumeOptions options_;

@@ -183,12 +183,12 @@ TEST_F(OlderDiskVersions, ServeTheSameDisksUnderTheirOldNames) {
   const std::string id = std::to_string(loop.DiskNumber());
 
   v1alpha1::PartitionDiskRequest partition;
-  partition.set_disk_id(id);
+  partition.set_diskid(id);
   v1alpha1::PartitionDiskResponse partitioned;
   auto status = Call(Channel("v1alpha1"), "/v1alpha1.Disk/PartitionDisk", partition, &partitioned);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(KernelPartitionCount(loop), 1u);
-  partition.set_disk_id("-1");
+  partition.set_diskid("-1");
   EXPECT_EQ(Call(Channel("v1alpha1"), "/v1alpha1.Disk/PartitionDisk", partition, &partitioned).error_code(),
             Code::INVALID_ARGUMENT);
   v1alpha1::GetDiskNumberByNameRequest by_name;

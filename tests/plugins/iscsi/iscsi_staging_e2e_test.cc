@@ -9,7 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
 #include "grpc_client.h"
@@ -160,16 +159,10 @@ class IscsiStaging : public ::testing::Test {
     v1::ListVolumesOnDiskRequest list;
     list.set_disk_number(number);
     v1::ListVolumesOnDiskResponse volumes;
-    // On a disk the kernel has just added, ListVolumesOnDisk right after PartitionDisk sometimes lists no
-    // partition in the slow VM guest (a race in the product, tests/vm/README.md "Known"); a driver would retry,
-    // so does this test for up to 10 s, and it says so when it had to.
-    int attempts = 0;
-    do {
-      if (attempts++ > 0) usleep(100 * 1000);
-      s = Call(volume_, "/v1.Volume/ListVolumesOnDisk", list, &volumes);
-      ASSERT_TRUE(s.ok()) << s.error_message();
-    } while (volumes.volume_ids_size() == 0 && attempts < 100);
-    if (attempts > 1) std::cout << "ListVolumesOnDisk found the new partition only at attempt " << attempts << "\n";
+    // Read-your-writes: a listing that starts after PartitionDisk returned sees the new partition (it waits
+    // while udev re-reads the table PartitionDisk wrote).
+    s = Call(volume_, "/v1.Volume/ListVolumesOnDisk", list, &volumes);
+    ASSERT_TRUE(s.ok()) << s.error_message();
     ASSERT_EQ(volumes.volume_ids_size(), 1);
     const std::string volume = volumes.volume_ids(0);
 

@@ -2,7 +2,9 @@
 // sockets with upstream's wire messages, on real loop devices: upstream's volume sequence (v1 and v2alpha1),
 // its negative cases, the refusals that keep data safe, and several disks staged at once.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <filesystem>
 #include <fstream>
@@ -282,6 +284,30 @@ TEST_F(VolumeEndToEnd, UpstreamSequenceV1) { RunUpstreamSequence(v1_, "ext4", "v
 
 TEST_F(VolumeEndToEnd, UpstreamSequenceV2alpha1) { RunUpstreamSequence(v2_, "ext4", "v2alpha1"); }
 
+// Issue 13, through the real socket: volumes are mounted nosuid,nodev, and the node's own filesystems are refused.
+TEST_F(VolumeEndToEnd, MountedVolumesAreNosuidNodevAndAVolumeMountedOutsideTheRootsIsRefused) {
+  LoopDevice loop(128 * kMiB);
+  ASSERT_TRUE(PartitionDisk(loop.DiskNumber()).ok());
+  const std::string id = loop.PartitionPath(1);
+  ASSERT_TRUE(v1_.Format(id).ok());
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
+  ASSERT_TRUE(v1_.Mount(id, mnt).ok());
+  struct statvfs vfs {};
+  ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
+  EXPECT_TRUE(vfs.f_flag & ST_NOSUID);
+  EXPECT_TRUE(vfs.f_flag & ST_NODEV);
+
+  LoopDevice other(128 * kMiB);
+  ASSERT_TRUE(PartitionDisk(other.DiskNumber()).ok());
+  const std::string node_fs = other.PartitionPath(1);
+  ASSERT_TRUE(v1_.Format(node_fs).ok());
+  const std::string outside = dir_.MakeDir("node-filesystem");  // TempDir unmounts what is beneath it
+  ASSERT_EQ(mount(node_fs.c_str(), outside.c_str(), "ext4", 0, nullptr), 0);
+  auto status = v1_.Mount(node_fs, dir_.MakeDir("kubelet/pod"));
+  EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION) << status.error_message();
+  EXPECT_NE(status.error_message().find("outside the allowed roots"), std::string::npos) << status.error_message();
+}
+
 class XfsVolumeEndToEnd : public VolumeEndToEnd {
  protected:
   XfsVolumeEndToEnd() : VolumeEndToEnd("xfs") {}
@@ -332,7 +358,7 @@ TEST_F(VolumeEndToEnd, RefusalsKeepData) {
   EXPECT_NE(status.error_message().find("mounted at"), std::string::npos) << status.error_message();
   EXPECT_EQ(v1_.Mount(id, kubelet_ + "/../escape").error_code(), Code::INVALID_ARGUMENT);
   EXPECT_EQ(v1_.Mount(id, "/etc").error_code(), Code::PERMISSION_DENIED);
-  EXPECT_EQ(v1_.Resize(id, 64 * kMiB).error_code(), Code::OK) << "smaller than now: never shrinks, no change";
+  EXPECT_EQ(v1_.Resize(id, 64 * kMiB).error_code(), Code::FAILED_PRECONDITION) << "smaller than now: never shrinks";
   EXPECT_EQ(v1_.Resize(id, -5).error_code(), Code::INVALID_ARGUMENT);
   EXPECT_TRUE(PartitionDisk(loop.DiskNumber()).ok()) << "already partitioned: nothing to do";
   EXPECT_EQ(ReadFile(mnt + "/precious.txt"), "keep me");

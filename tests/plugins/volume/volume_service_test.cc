@@ -3,11 +3,23 @@
 // and concurrency.
 #include "volume_service.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/blkpg.h>
+#include <linux/fs.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -18,6 +30,7 @@
 #include "block_probe_linux.h"
 #include "disk_backend_linux.h"
 #include "disk_service.h"
+#include "fake_sysfs.h"
 #include "loop_device.h"
 #include "path_policy.h"
 #include "run_program.h"
@@ -289,14 +302,16 @@ TEST_F(VolumeServiceTest, ResizeOfAnUnformattedVolumeGrowsOnlyThePartition) {
   EXPECT_FALSE(*service_->IsVolumeFormatted(id));
 }
 
-TEST_F(VolumeServiceTest, ResizeNeverShrinksAndGrowingToTheCurrentSizeChangesNothing) {
+TEST_F(VolumeServiceTest, ResizeToASmallerSizeIsRefusedAndGrowingToTheCurrentSizeChangesNothing) {
   LoopDevice loop(256 * kMiB);
   const std::string id = FormattedVolume(loop);
   const uint64_t size = PartitionSize(id);
   const std::string table = loop.ReadAt(0, 34 * 512);
   EXPECT_TRUE(service_->ResizeVolume(id, 0).ok());  // already at the maximum
   EXPECT_TRUE(service_->ResizeVolume(id, static_cast<int64_t>(size)).ok());
-  EXPECT_TRUE(service_->ResizeVolume(id, 64 * kMiB).ok());  // smaller: nothing happens
+  auto smaller = service_->ResizeVolume(id, 64 * kMiB);  // issue 13: a clear refusal, not a silent "done"
+  EXPECT_EQ(smaller.code(), Code::kFailedPrecondition) << smaller.message();
+  EXPECT_NE(smaller.message().find("shrinking"), std::string::npos) << smaller.message();
   EXPECT_EQ(PartitionSize(id), size);
   EXPECT_EQ(loop.ReadAt(0, 34 * 512), table);
   EXPECT_TRUE(*service_->IsVolumeFormatted(id));
@@ -365,6 +380,60 @@ TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeHoldingAnotherFilesystem) {
   EXPECT_EQ(after->uuid, before->uuid);
 }
 
+// Another process that holds a device open with `flags` until destroyed (then killed by its pid and reaped).
+class DeviceHolder {
+ public:
+  DeviceHolder(const std::string& path, int flags) {
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(path.c_str(), flags | O_CLOEXEC);
+      char ok = fd >= 0 ? '1' : '0';
+      if (write(ready[1], &ok, 1) != 1) _exit(1);
+      for (;;) pause();
+    }
+    close(ready[1]);
+    char ok = '0';
+    opened_ = pid_ > 0 && read(ready[0], &ok, 1) == 1 && ok == '1';
+    close(ready[0]);
+  }
+  ~DeviceHolder() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool opened() const { return opened_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool opened_ = false;
+};
+
+// Issue 13: a raw block volume in use, with data libblkid does not recognise, must not be formatted.
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeAnotherProcessHoldsExclusively) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  DeviceHolder holder(id, O_RDONLY | O_EXCL);
+  ASSERT_TRUE(holder.opened());
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
+  EXPECT_NE(status.message().find("exclusively"), std::string::npos) << status.message();
+  EXPECT_TRUE(common::ProbeSignatures(id)->Empty());
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeAnotherProcessHasOpenForWriting) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  DeviceHolder writer(id, O_RDWR);
+  ASSERT_TRUE(writer.opened());
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
+  EXPECT_NE(status.message().find("open for writing by process"), std::string::npos) << status.message();
+  EXPECT_TRUE(common::ProbeSignatures(id)->Empty());
+}
+
 TEST_F(VolumeServiceTest, FormatVolumeTwiceKeepsTheFirstFilesystem) {
   LoopDevice loop(128 * kMiB);
   const std::string id = FormattedVolume(loop);
@@ -405,6 +474,95 @@ TEST_F(VolumeServiceTest, AFilesystemOnTheWholeDiskIsItsOnlyVolume) {
   EXPECT_EQ(*service_->GetDiskNumberFromVolumeId(loop.path()), loop.DiskNumber());
 }
 
+// What systemd-udevd does when a writer closes a whole disk it watches (after PartitionDisk, for example): it
+// takes the disk's exclusive lock without waiting and re-reads the partition table (BLKRRPART), which drops
+// every partition and adds them again. Done here with BLKPG (delete, add the same) under the same lock, because
+// BLKRRPART adds nothing back on a kernel built without partition-table parsers. Runs until destroyed.
+class UdevLikeRereader {
+ public:
+  UdevLikeRereader(std::string disk_path, uint64_t start_bytes, uint64_t size_bytes)
+      : path_(std::move(disk_path)), start_(start_bytes), size_(size_bytes), thread_([this] { Run(); }) {}
+  ~UdevLikeRereader() {
+    stop_ = true;
+    thread_.join();
+  }
+  int rereads() const { return rereads_; }
+
+ private:
+  bool Blkpg(int fd, int op) {
+    struct blkpg_partition part {};
+    part.start = static_cast<long long>(start_);
+    part.length = static_cast<long long>(size_);
+    part.pno = 1;
+    struct blkpg_ioctl_arg arg {};
+    arg.op = op;
+    arg.datalen = sizeof part;
+    arg.data = &part;
+    return ioctl(fd, BLKPG, &arg) == 0;
+  }
+  void Run() {
+    while (!stop_) {
+      int fd = open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && Blkpg(fd, BLKPG_DEL_PARTITION)) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));  // the kernel parses the table
+          if (Blkpg(fd, BLKPG_ADD_PARTITION)) ++rereads_;
+        }
+        close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+  }
+
+  std::string path_;
+  uint64_t start_, size_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> rereads_{0};
+  std::thread thread_;
+};
+
+TEST_F(VolumeServiceTest, ListVolumesOnDiskAfterPartitionDiskSeesThePartitionEvenWhileUdevRereadsTheTable) {
+  int missed = 0, listings = 0, rereads = 0;
+  for (int round = 0; round < 20 && missed == 0; ++round) {
+    LoopDevice loop(32 * kMiB);
+    ASSERT_TRUE(disks_.PartitionDisk(loop.DiskNumber()).ok());
+    auto check = [&] {
+      auto volumes = service_->ListVolumesOnDisk(loop.DiskNumber(), 0);
+      ++listings;
+      ASSERT_TRUE(volumes.ok()) << volumes.status().message();
+      if (*volumes != std::vector<std::string>{loop.PartitionPath(1)}) {
+        ++missed;
+        ADD_FAILURE() << "listing " << listings << " of round " << round << ": " << volumes->size() << " volumes";
+      }
+    };
+    check();  // read-your-writes, nobody else about
+    auto partition = common::BlockDevices().ResolveVolumeId(loop.PartitionPath(1));
+    ASSERT_TRUE(partition.ok()) << partition.status().message();
+    UdevLikeRereader udev(loop.path(), partition->start_bytes, partition->size_bytes);
+    for (int i = 0; i < 50 && missed == 0; ++i) check();
+    rereads += udev.rereads();
+  }
+  EXPECT_EQ(missed, 0) << "a listing missed the partition (" << listings << " listings)";
+  EXPECT_GT(rereads, 0) << "the udev stand-in never re-read a table; the test proved nothing";
+}
+
+// Issue 11: a disk whose probe fails is an error in ListVolumesOnDisk as in IsVolumeFormatted, not "no volume".
+TEST(VolumeBackendTest, ListVolumesOnDiskReportsADiskThatCannotBeProbed) {
+  testing::FakeScsiDisk disk("sdz", "7:0:0:1", 4242, "", "");
+  const std::string node = disk.roots().dev + "/sdz";
+  std::filesystem::remove(node);
+  std::filesystem::create_directory(node);  // opens and locks, but libblkid cannot probe it
+  TempDir dir;
+  auto policy = common::PathPolicy::Create(dir.MakeDir("kubelet"), {});
+  ASSERT_TRUE(policy.ok());
+  LinuxVolumeBackend backend(*policy, LinuxVolumeOptions{.roots = disk.roots()});
+  auto probe = common::ProbeSignatures(node);
+  ASSERT_FALSE(probe.ok()) << "the stand-in is probed without error; the test proves nothing";
+  auto volumes = backend.ListVolumesOnDisk(4242, 0);
+  EXPECT_FALSE(volumes.ok()) << "listed " << (volumes.ok() ? volumes->size() : 0) << " volumes";
+  EXPECT_EQ(volumes.status().code(), probe.status().code()) << volumes.status().message();
+}
+
 TEST_F(VolumeServiceTest, ListVolumesOnDiskFiltersByPartitionNumber) {
   LoopDevice loop(64 * kMiB);
   const std::string id = StageDisk(loop);
@@ -427,6 +585,64 @@ TEST_F(VolumeServiceTest, MountSameVolumeTwiceSucceeds) {
   ASSERT_TRUE(mounts.ok());
   EXPECT_EQ(std::count_if(mounts->begin(), mounts->end(), [&](auto& m) { return m.target == mnt; }), 1)
       << "no stacked second mount";
+}
+
+// Issue 13: a setuid binary or a device node on a volume must give a pod nothing.
+TEST_F(VolumeServiceTest, MountVolumeMountsWithNosuidAndNodevAndADeviceNodeOnTheVolumeDoesNotOpen) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/safe");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  struct statvfs vfs {};
+  ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
+  EXPECT_TRUE(vfs.f_flag & ST_NOSUID);
+  EXPECT_TRUE(vfs.f_flag & ST_NODEV);
+  const std::string node = mnt + "/null";
+  ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << strerror(errno);
+  errno = 0;
+  int fd = open(node.c_str(), O_RDWR | O_CLOEXEC);
+  EXPECT_LT(fd, 0) << "a device node on the volume opened";
+  EXPECT_EQ(errno, EACCES);
+  if (fd >= 0) close(fd);
+}
+
+TEST_F(VolumeServiceTest, AnAdminMayAllowSetuidAndDevicesOnMountedVolumes) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  auto policy = common::PathPolicy::Create(kubelet_, {});
+  ASSERT_TRUE(policy.ok());
+  LinuxVolumeBackend relaxed(
+      *policy,
+      LinuxVolumeOptions{.default_fs_type = "ext4", .scratch_dir = dir_.Sub("scratch"), .mount_nosuid_nodev = false});
+  const std::string mnt = dir_.MakeDir("kubelet/relaxed");
+  auto target = policy->Confine(mnt, "target_path");
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(relaxed.MountVolume(id, *target).ok());
+  struct statvfs vfs {};
+  ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
+  EXPECT_FALSE(vfs.f_flag & ST_NOSUID);
+  EXPECT_FALSE(vfs.f_flag & ST_NODEV);
+}
+
+// Issue 13: a filesystem the node mounted for itself must not reach the kubelet tree.
+TEST_F(VolumeServiceTest, MountVolumeRefusesAVolumeMountedOutsideTheAllowedRoots) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string hosts_own = dir_.MakeDir("node-filesystem");  // outside kubelet_; TempDir unmounts it
+  ASSERT_EQ(mount(id.c_str(), hosts_own.c_str(), "ext4", 0, nullptr), 0) << strerror(errno);
+  const std::string mnt = dir_.MakeDir("kubelet/pod-volume");
+  auto status = service_->MountVolume(id, mnt);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
+  EXPECT_NE(status.message().find("outside the allowed roots"), std::string::npos) << status.message();
+  auto where = common::ReadMountTable();
+  ASSERT_TRUE(where.ok());
+  EXPECT_EQ(std::count_if(where->begin(), where->end(), [&](auto& m) { return m.target == mnt; }), 0);
+
+  // Mounted inside the roots (a staging path) it may be mounted again (a publish path).
+  ASSERT_EQ(umount2(hosts_own.c_str(), 0), 0) << strerror(errno);
+  ASSERT_TRUE(service_->MountVolume(id, dir_.MakeDir("kubelet/staging")).ok());
+  status = service_->MountVolume(id, mnt);
+  EXPECT_TRUE(status.ok()) << status.message();
 }
 
 TEST_F(VolumeServiceTest, MountingAnotherVolumeOnAnOccupiedTargetFails) {
@@ -505,6 +721,28 @@ TEST_F(VolumeServiceTest, StatsOfAnUnmountedVolumeMatchTheMountedOnes) {
   ASSERT_TRUE(mounts.ok());
   EXPECT_EQ(common::MountsOfDevice(*mounts, *common::BlockDevices().ResolveVolumeId(id)).size(), 1u)
       << "reading the stats of an unmounted volume leaves no mount behind";
+}
+
+// Issue 13: a read-only query of a damaged filesystem must not fall back to a read-write mount (which would
+// replay its journal). The partition is made read-only, so a read-write attempt would fail differently
+// (EACCES) from the read-only one (EINVAL).
+TEST_F(VolumeServiceTest, StatsOfADamagedFilesystemFailWithoutAReadWriteAttempt) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto mkfs = common::RunProgram({testing::SystemProgram("mkfs.ext4"), "-q", "-F", "-O", "^metadata_csum", id});
+  ASSERT_TRUE(mkfs.ok() && mkfs->exit_code == 0);
+  auto partition = common::BlockDevices().ResolveVolumeId(id);
+  ASSERT_TRUE(partition.ok());
+  loop.WriteAt(partition->start_bytes + 1024 + 0x18, std::string("\x14\0\0\0", 4));  // s_log_block_size = 20
+  ASSERT_TRUE(*service_->IsVolumeFormatted(id)) << "libblkid still sees ext4";
+  int fd = open(id.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  int read_only = 1;
+  ASSERT_EQ(ioctl(fd, BLKROSET, &read_only), 0) << strerror(errno);
+  close(fd);
+  auto stats = service_->GetVolumeStats(id);
+  EXPECT_EQ(stats.status().code(), Code::kFailedPrecondition) << stats.status().message();
+  EXPECT_NE(stats.status().message().find("Invalid argument"), std::string::npos) << stats.status().message();
 }
 
 TEST_F(VolumeServiceTest, SeveralDisksAreStagedInParallel) {
