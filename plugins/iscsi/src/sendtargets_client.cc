@@ -311,11 +311,11 @@ class DiscoverySession {
 
       for (const auto& [key, value] : ParseKeyValues(response.data)) {
         if (key == "AuthMethod" && value != "None") {
-          return PermissionDenied("iSCSI portal " + where_ + " requires authentication (" + Printable(value) +
+          return PermissionDenied("iSCSI portal " + where_ + " requires authentication (" + QuoteValue(value) +
                                   ") for discovery, which the csi-proxy API cannot supply");
         }
         if ((key == "HeaderDigest" || key == "DataDigest") && value != "None") {
-          return Internal("iSCSI portal " + where_ + " insists on " + key + "=" + Printable(value));
+          return Internal("iSCSI portal " + where_ + " insists on " + key + "=" + QuoteValue(value));
         }
         if (IsDeclarative(key) || OurOffer(key)) continue;
         // The target offered a key we did not: answer with our value, or say we do not know it.

@@ -14,6 +14,7 @@
 
 #include "service_name.h"
 #include "systemd_states_linux.h"
+#include "text.h"
 
 namespace csi_proxy::system {
 namespace {
@@ -317,7 +318,7 @@ StatusOr<ServiceInfo> SystemdServiceManager::Query(const std::string& name) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto props, GetUnitProperties(bus.get(), path, name));
   // A unit file that is gone while the unit still runs is still a service that can be stopped.
   if (props.load_state == "not-found" && !IsUpActiveState(props.active_state)) {
-    return NotFound("service " + QuoteForMessage(name) + " not found");
+    return NotFound("service " + common::QuoteValue(name) + " not found");
   }
   ServiceInfo info;
   info.display_name = props.description;
