@@ -18,6 +18,11 @@ namespace {
 
 constexpr const char* kPortalsHeader = "# csi-proxy iSCSI target portals (address port), format 1\n";
 
+// The longest portal line: a 253-byte host name (longer than any IPv6 text), a blank, a 5-digit port, a newline.
+constexpr size_t kMaxPortalLineBytes = 253 + 1 + 5 + 1;
+static_assert(IscsiStateStore::kMaxPortalsLimit * kMaxPortalLineBytes + 128 <= IscsiStateStore::kMaxFileBytes,
+              "max_portals must not allow a portal file that the loader refuses");
+
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // mkdir -p for the parents (0755); the last component gets `last_mode`. Existing directories are kept.
@@ -58,7 +63,7 @@ StatusOr<std::optional<std::string>> ReadFileAt(int dir_fd, const char* name) {
     }
     if (n == 0) break;
     content.append(buf, static_cast<size_t>(n));
-    if (content.size() > (1u << 20)) {
+    if (content.size() > IscsiStateStore::kMaxFileBytes) {
       close(fd);
       return Internal(std::string(name) + " is larger than 1 MiB");
     }
@@ -128,7 +133,10 @@ Status WriteFileAtomically(int dir_fd, const std::string& name, const std::strin
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir) {
+StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir, size_t max_portals) {
+  if (max_portals < 1 || max_portals > kMaxPortalsLimit) {
+    return InvalidArgument("max_portals must be 1.." + std::to_string(kMaxPortalsLimit));
+  }
   if (dir.empty() || dir[0] != '/') return InvalidArgument("state_dir \"" + dir + "\" must be an absolute path");
   if (dir.find("/../") != std::string::npos || dir.ends_with("/..")) {
     return InvalidArgument("state_dir \"" + dir + "\" must not contain '..'");
@@ -156,7 +164,7 @@ StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::stri
     close(fd);
     return Internal("cannot restrict state_dir " + dir + " to mode 0700: " + ErrnoText(err));
   }
-  std::unique_ptr<IscsiStateStore> store(new IscsiStateStore(dir, fd));
+  std::unique_ptr<IscsiStateStore> store(new IscsiStateStore(dir, fd, max_portals));
   CSI_PROXY_RETURN_IF_ERROR(store->Load());
   return store;
 }
@@ -196,6 +204,11 @@ Status IscsiStateStore::Load() {
 Status IscsiStateStore::WritePortals(const std::vector<Portal>& portals) {
   std::string text = kPortalsHeader;
   for (const auto& p : portals) text += p.address + " " + std::to_string(p.port) + "\n";
+  // What the loader would refuse is never written: the group must load at the next start.
+  if (text.size() > kMaxFileBytes) {
+    return Status{Code::kResourceExhausted, "the registered target portals would not fit in the " +
+                                                std::to_string(kMaxFileBytes) + "-byte state file"};
+  }
   return WriteFileAtomically(dir_fd_, kPortalsFile, text, 0600);
 }
 
@@ -216,6 +229,11 @@ Status IscsiStateStore::AddPortal(const Portal& portal) {
   std::lock_guard lock(mu_);
   for (const auto& p : portals_) {
     if (p == portal) return Status::Ok();
+  }
+  if (portals_.size() >= max_portals_) {
+    return Status{Code::kResourceExhausted, std::to_string(portals_.size()) +
+                                                " target portals are registered, the group's max_portals; remove one "
+                                                "with RemoveTargetPortal first"};
   }
   auto next = portals_;
   next.push_back(portal);
