@@ -238,7 +238,21 @@ class LinuxIscsiBackend final : public IscsiBackend {
     SendTargetsOptions st;
     st.initiator_name = initiator_name_;
     st.timeout = options_.discovery_timeout;
-    return DiscoverSendTargets(portal, st);
+    auto result = DiscoverSendTargets(portal, st);
+    if (result.ok()) {
+      // One line per name, at most a few: a portal sending thousands must not flood the log.
+      constexpr size_t kMaxLines = 8;
+      const auto& dropped = result->dropped;
+      for (size_t i = 0; i < dropped.size() && i < kMaxLines; ++i) {
+        Log(LogLevel::kWarn,
+            "iSCSI portal " + PortalToString(portal) + " sent a target name that is left out: " + dropped[i]);
+      }
+      if (dropped.size() > kMaxLines) {
+        Log(LogLevel::kWarn, "iSCSI portal " + PortalToString(portal) + " sent " +
+                                 std::to_string(dropped.size() - kMaxLines) + " more invalid target names");
+      }
+    }
+    return result;
   }
 
   // The kernel session to `iqn` whose connection goes to the portal, from sysfs.
