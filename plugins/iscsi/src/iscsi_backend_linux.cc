@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -22,6 +21,7 @@
 #include "iscsi_validation.h"
 #include "iscsiadm_status.h"
 #include "kernel_module_linux.h"
+#include "read_file_linux.h"
 #include "run_program.h"
 #include "sendtargets_client.h"
 #include "state_store.h"
@@ -38,15 +38,7 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
+std::optional<std::string> ReadSmallFile(const std::string& path) { return common::ReadTrimmedFile(path); }
 
 std::vector<std::string> ListDir(const std::string& path) {
   std::vector<std::string> names;

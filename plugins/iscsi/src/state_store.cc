@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "iscsi_validation.h"
+#include "read_file_linux.h"
 
 namespace csi_proxy::iscsi {
 namespace {
@@ -41,40 +42,17 @@ Status MakeDirs(const std::string& path, mode_t last_mode) {
 }
 
 StatusOr<std::optional<std::string>> ReadFileAt(int dir_fd, const char* name) {
-  int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    return Internal(std::string("cannot open ") + name + ": " + ErrnoText(errno));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return Internal(std::string(name) + " is not a regular file");
-  }
-  std::string content;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return Internal(std::string("cannot read ") + name + ": " + ErrnoText(err));
-    }
-    if (n == 0) break;
-    content.append(buf, static_cast<size_t>(n));
-    if (content.size() > IscsiStateStore::kMaxFileBytes) {
-      close(fd);
-      return Internal(std::string(name) + " is larger than 1 MiB");
-    }
-  }
-  close(fd);
-  return std::optional<std::string>(std::move(content));
+  auto content = common::ReadWholeFile(
+      name, {.dir_fd = dir_fd, .no_follow = true, .regular_only = true, .max_bytes = IscsiStateStore::kMaxFileBytes});
+  if (content.ok()) return std::optional<std::string>(std::move(*content));
+  if (content.status().code() == Code::kNotFound) return std::optional<std::string>();
+  if (content.status().code() == Code::kResourceExhausted) return Internal(std::string(name) + " is larger than 1 MiB");
+  return Internal("cannot read the state file: " + content.status().message());
 }
 
 // Removes temporary files a crash between create and rename may have left (".<name>.tmp.<n>").
 void RemoveStaleTemporaries(int dir_fd) {
-  int fd = dup(dir_fd);
+  int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);  // dup() would drop close-on-exec
   if (fd < 0) return;
   DIR* d = fdopendir(fd);
   if (d == nullptr) {
