@@ -22,7 +22,7 @@ constexpr std::array<std::string_view, 12> kAlways = {
     "csi-proxy",
 };
 
-constexpr std::array<std::string_view, 21> kUnlessAllowed = {
+constexpr std::array<std::string_view, 19> kUnlessAllowed = {
     "kubelet",
     "containerd",
     "crio",
@@ -39,8 +39,7 @@ constexpr std::array<std::string_view, 21> kUnlessAllowed = {
     "systemd-timesyncd",
     "ssh",
     "sshd",
-    "iscsid",
-    "multipathd",
+
     "systemd-machined",
     "polkit",
     "chronyd",
