@@ -4,9 +4,9 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 
-#include <fstream>
 #include <sstream>
 
+#include "read_file_linux.h"
 #include "run_program.h"
 #include "text.h"
 
@@ -23,11 +23,9 @@ std::optional<std::string> LoadableModuleProblem(const std::string& module) {
   utsname u;
   if (uname(&u) != 0) return "uname failed";
   std::string dir = std::string("/lib/modules/") + u.release;
-  std::ifstream in(dir + "/modules.dep");
-  if (!in) return "there is no " + dir + "/modules.dep, so `modprobe " + module + "` cannot help";
-  std::stringstream deps;
-  deps << in.rdbuf();
-  if (deps.str().find("/" + module + ".ko") == std::string::npos) {
+  auto deps = ReadWholeFile(dir + "/modules.dep", {.max_bytes = 64u << 20});
+  if (!deps.ok()) return "there is no " + dir + "/modules.dep, so `modprobe " + module + "` cannot help";
+  if (deps->find("/" + module + ".ko") == std::string::npos) {
     return "kernel " + std::string(u.release) + " has no " + module + " module in " + dir;
   }
   return std::nullopt;

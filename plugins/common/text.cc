@@ -40,34 +40,16 @@ bool IsHostName(std::string_view name, bool allow_underscore) {
   }
 }
 
-std::string Printable(std::string_view value) {
-  std::string out;
-  size_t n = 0;
-  for (unsigned char c : value) {
-    if (++n > 64) {
-      out += "...";
-      break;
-    }
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
 std::string OutputTail(const std::string& output) {
   std::string t = output.size() > 1000 ? output.substr(output.size() - 1000) : output;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   return t;
 }
 
-std::string QuotePath(std::string_view path) {
+std::string QuoteValue(std::string_view value) {
   std::string out = "\"";
-  for (unsigned char c : path) {
+  const size_t shown = value.size() > kQuotedValueMax ? kQuotedValueMax : value.size();
+  for (unsigned char c : value.substr(0, shown)) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
@@ -79,7 +61,10 @@ std::string QuotePath(std::string_view path) {
       out += static_cast<char>(c);
     }
   }
-  out += '"';
+  if (shown < value.size())
+    out += "...\" (" + std::to_string(value.size()) + " bytes)";
+  else
+    out += '"';
   return out;
 }
 

@@ -22,12 +22,18 @@ std::string AsciiLower(std::string s);
 // characters in all.
 bool IsHostName(std::string_view name, bool allow_underscore = false);
 
-// A value fit for an error message or a log line: at most 64 characters, non-printable bytes and '\' as \xNN.
-std::string Printable(std::string_view value);
+// How many bytes of a request value a message quotes. A message (and the log line that repeats it) stays small
+// whatever the caller sends: a 15 MiB path must not become a 15 MiB error and a 15 MiB log line.
+inline constexpr size_t kQuotedValueMax = 256;
 
-// The path in double quotes with control bytes, quotes and backslashes escaped, so request data cannot forge
-// log lines or messages.
-std::string QuotePath(std::string_view path);
+// The one way every group quotes a request value (a path, a name, a share) in an error message or a log line: in
+// double quotes with control bytes, DEL, quotes and backslashes escaped, so request data cannot forge log lines;
+// at most kQuotedValueMax bytes of the value, and a longer value is cut with `..." (N bytes)` so the reader knows
+// how long it was. The result is at most about 4 * kQuotedValueMax + 32 bytes.
+std::string QuoteValue(std::string_view value);
+
+// The same quote for a path (the older name, kept for its many call sites).
+inline std::string QuotePath(std::string_view path) { return QuoteValue(path); }
 
 // The last 1000 bytes of a program's output, without trailing newlines and blanks, for a message.
 std::string OutputTail(const std::string& output);

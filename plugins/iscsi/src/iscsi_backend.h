@@ -50,6 +50,7 @@ struct IscsiBackendOptions {
   std::string node_db_dir = "/etc/iscsi/nodes";
   // The CHAP name the target must present in mutual CHAP (open-iscsi's username_in); empty: not checked.
   std::string mutual_chap_username;
+  size_t max_portals = 256;  // registered target portals at most (IscsiStateStore::kDefaultMaxPortals)
   std::chrono::milliseconds discovery_timeout{std::chrono::seconds(15)};
   std::chrono::milliseconds login_timeout{std::chrono::seconds(120)};
   LogSink log;

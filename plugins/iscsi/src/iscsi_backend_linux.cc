@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -22,6 +21,7 @@
 #include "iscsi_validation.h"
 #include "iscsiadm_status.h"
 #include "kernel_module_linux.h"
+#include "read_file_linux.h"
 #include "run_program.h"
 #include "sendtargets_client.h"
 #include "state_store.h"
@@ -38,15 +38,7 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
+std::optional<std::string> ReadSmallFile(const std::string& path) { return common::ReadTrimmedFile(path); }
 
 std::vector<std::string> ListDir(const std::string& path) {
   std::vector<std::string> names;
@@ -238,7 +230,21 @@ class LinuxIscsiBackend final : public IscsiBackend {
     SendTargetsOptions st;
     st.initiator_name = initiator_name_;
     st.timeout = options_.discovery_timeout;
-    return DiscoverSendTargets(portal, st);
+    auto result = DiscoverSendTargets(portal, st);
+    if (result.ok()) {
+      // One line per name, at most a few: a portal sending thousands must not flood the log.
+      constexpr size_t kMaxLines = 8;
+      const auto& dropped = result->dropped;
+      for (size_t i = 0; i < dropped.size() && i < kMaxLines; ++i) {
+        Log(LogLevel::kWarn,
+            "iSCSI portal " + PortalToString(portal) + " sent a target name that is left out: " + dropped[i]);
+      }
+      if (dropped.size() > kMaxLines) {
+        Log(LogLevel::kWarn, "iSCSI portal " + PortalToString(portal) + " sent " +
+                                 std::to_string(dropped.size() - kMaxLines) + " more invalid target names");
+      }
+    }
+    return result;
   }
 
   // The kernel session to `iqn` whose connection goes to the portal, from sysfs.
@@ -401,7 +407,7 @@ std::string DefaultInitiatorName(const std::string& initiator_name_file) {
 }
 
 StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOptions& options) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto store, IscsiStateStore::Open(options.state_dir));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto store, IscsiStateStore::Open(options.state_dir, options.max_portals));
   std::string name = options.initiator_name;
   if (name.empty()) {
     name = DefaultInitiatorName(options.initiator_name_file);

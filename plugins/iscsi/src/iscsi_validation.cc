@@ -54,13 +54,13 @@ StatusOr<Portal> ValidatePortal(const std::string& address, uint32_t port) {
       return portal;
     }
   }
-  return InvalidArgument("target_portal.target_address \"" + Printable(address) +
-                         "\" is not an IPv4 address, an IPv6 address or a host name");
+  return InvalidArgument("target_portal.target_address " + QuoteValue(address) +
+                         " is not an IPv4 address, an IPv6 address or a host name");
 }
 
 Status ValidateIqn(const std::string& iqn) {
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("iqn \"" + Printable(iqn) + "\" is not a valid iSCSI name: " + why);
+    return InvalidArgument("iqn " + QuoteValue(iqn) + " is not a valid iSCSI name: " + why);
   };
   if (iqn.empty()) return InvalidArgument("iqn is empty");
   if (iqn.size() > kMaxIqnLength) return bad("longer than 223 characters");
@@ -101,8 +101,8 @@ Status ValidateChapName(const std::string& name, std::string_view field) {
   if (name.size() > kMaxChapFieldLength) return InvalidArgument(std::string(field) + " is longer than 255 characters");
   for (char c : name) {
     if (!IsAsciiAlnum(c) && c != '.' && c != '_' && c != '-' && c != ':' && c != '@') {
-      return InvalidArgument(std::string(field) + " \"" + Printable(name) +
-                             "\" may only contain letters, digits and . _ - : @");
+      return InvalidArgument(std::string(field) + " " + QuoteValue(name) +
+                             " may only contain letters, digits and . _ - : @");
     }
   }
   return Status::Ok();

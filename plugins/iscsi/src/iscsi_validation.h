@@ -40,6 +40,6 @@ StatusOr<AuthType> ValidateAuthType(int32_t value);
 std::string PortalToString(const Portal& portal);
 
 // A value fit for an error message or a log line (text.h).
-using common::Printable;
+using common::QuoteValue;
 
 }  // namespace csi_proxy::iscsi

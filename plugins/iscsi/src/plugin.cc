@@ -23,7 +23,7 @@ class IscsiPlugin : public sdk::Plugin {
     const sdk::PluginConfig& config = host.config();
     CSI_PROXY_RETURN_IF_ERROR(
         config.RequireKnownKeys({"state_dir", "initiator_name", "node_db_dir", "mutual_chap_username",
-                                 "discovery_timeout_seconds", "login_timeout_seconds"}));
+                                 "discovery_timeout_seconds", "login_timeout_seconds", "max_portals"}));
     IscsiBackendOptions options;
     auto state_dir = config.GetString("state_dir", config.state_dir() + "/iscsi");
     auto initiator_name = config.GetString("initiator_name", "");
@@ -31,10 +31,14 @@ class IscsiPlugin : public sdk::Plugin {
     auto mutual_user = config.GetString("mutual_chap_username", "");
     auto discovery_timeout = Seconds(config, "discovery_timeout_seconds", 15);
     auto login_timeout = Seconds(config, "login_timeout_seconds", 120);
+    auto max_portals = config.GetInt("max_portals", static_cast<int64_t>(options.max_portals));
     for (const Status* s : {&state_dir.status(), &initiator_name.status(), &node_db_dir.status(), &mutual_user.status(),
-                            &discovery_timeout.status(), &login_timeout.status()}) {
+                            &discovery_timeout.status(), &login_timeout.status(), &max_portals.status()}) {
       if (!s->ok()) return s->WithContext("iscsi group");
     }
+    if (*max_portals < 1 || *max_portals > 4000)
+      return InvalidArgument("iscsi group: group key 'max_portals' must be 1..4000");
+    options.max_portals = static_cast<size_t>(*max_portals);
     options.state_dir = *state_dir;
     options.initiator_name = *initiator_name;
     options.node_db_dir = *node_db_dir;

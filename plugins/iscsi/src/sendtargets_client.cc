@@ -311,11 +311,11 @@ class DiscoverySession {
 
       for (const auto& [key, value] : ParseKeyValues(response.data)) {
         if (key == "AuthMethod" && value != "None") {
-          return PermissionDenied("iSCSI portal " + where_ + " requires authentication (" + Printable(value) +
+          return PermissionDenied("iSCSI portal " + where_ + " requires authentication (" + QuoteValue(value) +
                                   ") for discovery, which the csi-proxy API cannot supply");
         }
         if ((key == "HeaderDigest" || key == "DataDigest") && value != "None") {
-          return Internal("iSCSI portal " + where_ + " insists on " + key + "=" + Printable(value));
+          return Internal("iSCSI portal " + where_ + " insists on " + key + "=" + QuoteValue(value));
         }
         if (IsDeclarative(key) || OurOffer(key)) continue;
         // The target offered a key we did not: answer with our value, or say we do not know it.
@@ -458,23 +458,29 @@ class DiscoverySession {
   uint32_t exp_stat_sn_ = 0;
 };
 
-std::vector<DiscoveredTarget> ParseSendTargets(const std::string& text) {
-  std::vector<DiscoveredTarget> targets;
+}  // namespace
+
+SendTargetsResult ParseSendTargets(const std::string& text) {
+  SendTargetsResult result;
   std::map<std::string, size_t> index;
   size_t current = SIZE_MAX;
   for (const auto& [key, value] : ParseKeyValues(text)) {
     if (key == "TargetName") {
-      auto [it, added] = index.emplace(value, targets.size());
-      if (added) targets.push_back({value, {}});
+      Status valid = ValidateIqn(value);
+      if (!valid.ok()) {
+        result.dropped.push_back(valid.message());  // quotes at most a bounded, escaped prefix of the name
+        current = SIZE_MAX;                         // its TargetAddress lines go with it
+        continue;
+      }
+      auto [it, added] = index.emplace(value, result.targets.size());
+      if (added) result.targets.push_back({value, {}});
       current = it->second;
     } else if (key == "TargetAddress" && current != SIZE_MAX) {
-      targets[current].addresses.push_back(value);
+      result.targets[current].addresses.push_back(value);
     }
   }
-  return targets;
+  return result;
 }
-
-}  // namespace
 
 StatusOr<SendTargetsResult> DiscoverSendTargets(const Portal& portal, const SendTargetsOptions& options) {
   auto deadline = Clock::now() + options.timeout;
@@ -485,7 +491,9 @@ StatusOr<SendTargetsResult> DiscoverSendTargets(const Portal& portal, const Send
   CSI_PROXY_RETURN_IF_ERROR(session.Login());
   CSI_PROXY_ASSIGN_OR_RETURN(auto text, session.SendTargets());
   session.Logout();
-  result.targets = ParseSendTargets(text);
+  SendTargetsResult parsed = ParseSendTargets(text);
+  result.targets = std::move(parsed.targets);
+  result.dropped = std::move(parsed.dropped);
   return result;
 }
 

@@ -28,6 +28,10 @@ struct SendTargetsOptions {
 
 struct SendTargetsResult {
   std::vector<DiscoveredTarget> targets;
+  // Target names the portal sent that are not valid iSCSI names (iqn./eui./naa. syntax, at most 223 bytes, RFC
+  // 3720): left out of `targets` with their addresses, and described here (quoted, bounded) for a log line.
+  // Passing them on would hand clients invalid UTF-8 (an unparsable reply), control bytes or megabytes.
+  std::vector<std::string> dropped;
   std::string peer_address;  // the numeric address the session connected to (a host name resolved)
 };
 
@@ -36,5 +40,8 @@ struct SendTargetsResult {
 // login (e.g. it demands CHAP for discovery, which the csi-proxy API cannot supply), INTERNAL for protocol
 // violations.
 StatusOr<SendTargetsResult> DiscoverSendTargets(const Portal& portal, const SendTargetsOptions& options);
+
+// The targets of a SendTargets answer (the Text response's key=value data), valid names only; see `dropped`.
+SendTargetsResult ParseSendTargets(const std::string& text);
 
 }  // namespace csi_proxy::iscsi

@@ -12,11 +12,17 @@
 #include <sstream>
 
 #include "iscsi_validation.h"
+#include "read_file_linux.h"
 
 namespace csi_proxy::iscsi {
 namespace {
 
 constexpr const char* kPortalsHeader = "# csi-proxy iSCSI target portals (address port), format 1\n";
+
+// The longest portal line: a 253-byte host name (longer than any IPv6 text), a blank, a 5-digit port, a newline.
+constexpr size_t kMaxPortalLineBytes = 253 + 1 + 5 + 1;
+static_assert(IscsiStateStore::kMaxPortalsLimit * kMaxPortalLineBytes + 128 <= IscsiStateStore::kMaxFileBytes,
+              "max_portals must not allow a portal file that the loader refuses");
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
@@ -36,40 +42,17 @@ Status MakeDirs(const std::string& path, mode_t last_mode) {
 }
 
 StatusOr<std::optional<std::string>> ReadFileAt(int dir_fd, const char* name) {
-  int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    return Internal(std::string("cannot open ") + name + ": " + ErrnoText(errno));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return Internal(std::string(name) + " is not a regular file");
-  }
-  std::string content;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return Internal(std::string("cannot read ") + name + ": " + ErrnoText(err));
-    }
-    if (n == 0) break;
-    content.append(buf, static_cast<size_t>(n));
-    if (content.size() > (1u << 20)) {
-      close(fd);
-      return Internal(std::string(name) + " is larger than 1 MiB");
-    }
-  }
-  close(fd);
-  return std::optional<std::string>(std::move(content));
+  auto content = common::ReadWholeFile(
+      name, {.dir_fd = dir_fd, .no_follow = true, .regular_only = true, .max_bytes = IscsiStateStore::kMaxFileBytes});
+  if (content.ok()) return std::optional<std::string>(std::move(*content));
+  if (content.status().code() == Code::kNotFound) return std::optional<std::string>();
+  if (content.status().code() == Code::kResourceExhausted) return Internal(std::string(name) + " is larger than 1 MiB");
+  return Internal("cannot read the state file: " + content.status().message());
 }
 
 // Removes temporary files a crash between create and rename may have left (".<name>.tmp.<n>").
 void RemoveStaleTemporaries(int dir_fd) {
-  int fd = dup(dir_fd);
+  int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);  // dup() would drop close-on-exec
   if (fd < 0) return;
   DIR* d = fdopendir(fd);
   if (d == nullptr) {
@@ -128,7 +111,10 @@ Status WriteFileAtomically(int dir_fd, const std::string& name, const std::strin
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir) {
+StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir, size_t max_portals) {
+  if (max_portals < 1 || max_portals > kMaxPortalsLimit) {
+    return InvalidArgument("max_portals must be 1.." + std::to_string(kMaxPortalsLimit));
+  }
   if (dir.empty() || dir[0] != '/') return InvalidArgument("state_dir \"" + dir + "\" must be an absolute path");
   if (dir.find("/../") != std::string::npos || dir.ends_with("/..")) {
     return InvalidArgument("state_dir \"" + dir + "\" must not contain '..'");
@@ -156,7 +142,7 @@ StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::stri
     close(fd);
     return Internal("cannot restrict state_dir " + dir + " to mode 0700: " + ErrnoText(err));
   }
-  std::unique_ptr<IscsiStateStore> store(new IscsiStateStore(dir, fd));
+  std::unique_ptr<IscsiStateStore> store(new IscsiStateStore(dir, fd, max_portals));
   CSI_PROXY_RETURN_IF_ERROR(store->Load());
   return store;
 }
@@ -196,6 +182,11 @@ Status IscsiStateStore::Load() {
 Status IscsiStateStore::WritePortals(const std::vector<Portal>& portals) {
   std::string text = kPortalsHeader;
   for (const auto& p : portals) text += p.address + " " + std::to_string(p.port) + "\n";
+  // What the loader would refuse is never written: the group must load at the next start.
+  if (text.size() > kMaxFileBytes) {
+    return Status{Code::kResourceExhausted, "the registered target portals would not fit in the " +
+                                                std::to_string(kMaxFileBytes) + "-byte state file"};
+  }
   return WriteFileAtomically(dir_fd_, kPortalsFile, text, 0600);
 }
 
@@ -216,6 +207,11 @@ Status IscsiStateStore::AddPortal(const Portal& portal) {
   std::lock_guard lock(mu_);
   for (const auto& p : portals_) {
     if (p == portal) return Status::Ok();
+  }
+  if (portals_.size() >= max_portals_) {
+    return Status{Code::kResourceExhausted, std::to_string(portals_.size()) +
+                                                " target portals are registered, the group's max_portals; remove one "
+                                                "with RemoveTargetPortal first"};
   }
   auto next = portals_;
   next.push_back(portal);

@@ -8,13 +8,14 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <mutex>
+#include <sstream>
 
 #include "confined_open_linux.h"
 #include "errno_linux.h"
 #include "kernel_module_linux.h"
 #include "mount_table_linux.h"
+#include "read_file_linux.h"
 #include "run_program.h"
 #include "smb_validation.h"
 #include "text.h"
@@ -261,7 +262,9 @@ std::string MountOptions(const SmbCredentials& credentials, const LinuxSmbOption
 
 Status EnsureKernelCifs() {
   auto listed = [] {
-    std::ifstream in("/proc/filesystems");
+    auto text = common::ReadWholeFile("/proc/filesystems");
+    if (!text.ok()) return false;
+    std::istringstream in(*text);
     std::string line;
     while (std::getline(in, line)) {
       auto tab = line.rfind('\t');

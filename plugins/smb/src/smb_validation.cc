@@ -13,7 +13,7 @@ bool IsNameChar(char c) { return common::IsAsciiAlnum(c) || c == '.' || c == '_'
 StatusOr<RemotePath> ParseRemotePath(const std::string& remote_path) {
   if (remote_path.empty()) return InvalidArgument("remote_path is empty");
   auto bad = [&](const std::string& why) {
-    return InvalidArgument("remote_path \"" + Printable(remote_path) + "\" is invalid: " + why);
+    return InvalidArgument("remote_path " + QuoteValue(remote_path) + " is invalid: " + why);
   };
   if (remote_path.size() > kMaxRemotePathLength) return bad("longer than 1024 characters");
 
@@ -83,25 +83,25 @@ StatusOr<SmbCredentials> ParseCredentials(const std::string& username, const std
     creds.domain = username.substr(0, sep);
     user = username.substr(sep + 1);
     if (creds.domain.empty() || creds.domain.size() > kMaxDomainLength) {
-      return InvalidArgument("username \"" + Printable(username) + "\": the domain must have 1 to 64 characters");
+      return InvalidArgument("username " + QuoteValue(username) + ": the domain must have 1 to 64 characters");
     }
     for (char c : creds.domain) {
       if (!IsNameChar(c)) {
-        return InvalidArgument("username \"" + Printable(username) +
-                               "\": the domain may only contain letters, digits, '.', '_' and '-'");
+        return InvalidArgument("username " + QuoteValue(username) +
+                               ": the domain may only contain letters, digits, '.', '_' and '-'");
       }
     }
   }
   if (user.empty() || user.size() > kMaxUsernameLength) {
-    return InvalidArgument("username \"" + Printable(username) + "\": the user name must have 1 to 256 characters");
+    return InvalidArgument("username " + QuoteValue(username) + ": the user name must have 1 to 256 characters");
   }
   std::string_view body = user;
   if (body.ends_with('$')) body.remove_suffix(1);  // machine accounts
-  if (body.empty()) return InvalidArgument("username \"" + Printable(username) + "\" is only '$'");
+  if (body.empty()) return InvalidArgument("username " + QuoteValue(username) + " is only '$'");
   for (char c : body) {
     if (!IsNameChar(c) && c != '@') {
-      return InvalidArgument("username \"" + Printable(username) +
-                             "\" may only contain letters, digits, '.', '_', '-', '@' and a final '$' "
+      return InvalidArgument("username " + QuoteValue(username) +
+                             " may only contain letters, digits, '.', '_', '-', '@' and a final '$' "
                              "(with an optional DOMAIN\\ prefix)");
     }
   }

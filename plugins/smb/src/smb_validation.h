@@ -33,6 +33,6 @@ StatusOr<RemotePath> ParseRemotePath(const std::string& remote_path);
 StatusOr<SmbCredentials> ParseCredentials(const std::string& username, const std::string& password);
 
 // A value fit for an error message or a log line (text.h).
-using common::Printable;
+using common::QuoteValue;
 
 }  // namespace csi_proxy::smb

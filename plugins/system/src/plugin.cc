@@ -9,6 +9,7 @@
 #include "service_name.h"
 #include "system_backend.h"
 #include "system_service.h"
+#include "unit_policy.h"
 
 namespace csi_proxy::system {
 namespace {
@@ -40,8 +41,15 @@ class SystemPlugin : public sdk::Plugin {
     for (const std::string& name : allowed) {
       auto unit = CanonicalServiceUnit(name);
       if (!unit.ok()) return unit.status().WithContext("[groups.system] allowed_services");
+      // The units that can bring the node down stay closed whatever the list says: naming one is a mistake
+      // worth refusing loudly rather than ignoring.
+      if (RefusalForUnit(*unit) == UnitRefusal::kAlways) {
+        return InvalidArgument("[groups.system] allowed_services names " + *unit +
+                               ", which can bring the node down; this API never starts or stops it");
+      }
       options.allowed_units.insert(*unit);
     }
+    options.own_unit = OwnServiceUnit();
 
     CSI_PROXY_ASSIGN_OR_RETURN(backend.bios_serial_files, config.GetStringArray("bios_serial_files"));
     for (const std::string& file : backend.bios_serial_files) {
@@ -59,7 +67,7 @@ class SystemPlugin : public sdk::Plugin {
         ", then " +
         (backend.systemd_bus_address.empty() ? std::string("the system bus") : backend.systemd_bus_address) +
         (options.allowed_units.empty()
-             ? std::string("; any service may be started and stopped")
+             ? std::string("; any service may be started and stopped except those that keep the node up")
              : "; " + std::to_string(options.allowed_units.size()) + " service(s) may be started and stopped"));
     return Status::Ok();
   }

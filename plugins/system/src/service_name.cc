@@ -1,6 +1,8 @@
 // Service-name validation; see service_name.h for the rules.
 #include "service_name.h"
 
+#include "text.h"
+
 #include <array>
 #include <cstdio>
 
@@ -21,27 +23,10 @@ bool IsPlainChar(char c) {
 }
 
 Status Invalid(std::string_view name, const std::string& why) {
-  return InvalidArgument("invalid service name " + QuoteForMessage(name) + ": " + why);
+  return InvalidArgument("invalid service name " + common::QuoteValue(name) + ": " + why);
 }
 
 }  // namespace
-
-std::string QuoteForMessage(std::string_view text) {
-  constexpr size_t kMaxShown = 80;
-  std::string out = "\"";
-  for (size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  out += text.size() > kMaxShown ? "\"..." : "\"";
-  return out;
-}
 
 StatusOr<std::string> CanonicalServiceUnit(std::string_view name) {
   if (name.empty()) return InvalidArgument("service name is empty");

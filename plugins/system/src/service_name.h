@@ -22,7 +22,4 @@ inline constexpr size_t kMaxUnitNameLength = 255;
 // Anything else is INVALID_ARGUMENT with a message that shows the offending name safely quoted.
 StatusOr<std::string> CanonicalServiceUnit(std::string_view name);
 
-// `text` quoted for a message: non-printable bytes as \xHH, cut at 80 characters.
-std::string QuoteForMessage(std::string_view text);
-
 }  // namespace csi_proxy::system

@@ -40,6 +40,11 @@ struct ServiceInfo {
   bool change_pending = false;
   // The OS's own words for the state, for messages: "ActiveState=failed SubState=failed Result=exit-code".
   std::string state_detail;
+  // The unit's primary name as the OS knows it (systemd's Id): an alias resolves to the unit it names. Empty
+  // when the backend does not say.
+  std::string unit_id;
+  // Node-wide actions the unit declares ("SuccessAction=reboot", ...); see unit_policy.h.
+  std::vector<std::string> node_actions;
 };
 
 // Where the machine's BIOS (SMBIOS system) serial number comes from.
@@ -79,5 +84,8 @@ struct SystemBackendOptions {
 // The platform's backends (on Linux defined in bios_serial_linux.cc and systemd_linux.cc).
 std::unique_ptr<BiosInfoSource> MakeBiosInfoSource(const SystemBackendOptions& options);
 std::unique_ptr<ServiceManager> MakeServiceManager(const SystemBackendOptions& options);
+
+// The service unit this process runs in ("csi-proxy.service"), or "" when it does not run in one.
+std::string OwnServiceUnit();
 
 }  // namespace csi_proxy::system

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "service_name.h"
+#include "unit_policy.h"
 
 namespace csi_proxy::system {
 namespace {
@@ -46,13 +47,54 @@ StatusOr<std::string> SystemService::UnitToChange(std::string_view name) const {
   if (!options_.allowed_units.empty() && !options_.allowed_units.contains(unit)) {
     return PermissionDenied("service " + unit + " is not in this node's allowed_services");
   }
+  switch (RefusalForUnit(unit, options_.own_unit)) {
+    case UnitRefusal::kAlways:
+      return PermissionDenied("service " + unit + " can bring the node down or take it out of service; " +
+                              "this API never starts or stops it");
+    case UnitRefusal::kUnlessAllowed:
+      if (!options_.allowed_units.contains(unit)) {
+        return PermissionDenied("service " + unit + " keeps the node working; it may be started or stopped only " +
+                                "when the node's allowed_services names it");
+      }
+      break;
+    case UnitRefusal::kNone:
+      break;
+  }
   return unit;
+}
+
+Status SystemService::CheckUnitToChange(const std::string& unit, const ServiceInfo& info) const {
+  if (!info.node_actions.empty()) {
+    return PermissionDenied("service " + unit + " acts on the whole node (" + Join(info.node_actions) +
+                            "); this API never starts or stops it");
+  }
+  if (!info.unit_id.empty() && info.unit_id != unit) {
+    // An alias: judge the unit it names, which the allow-list must name too when that unit needs it.
+    switch (RefusalForUnit(info.unit_id, options_.own_unit)) {
+      case UnitRefusal::kAlways:
+        return PermissionDenied("service " + unit + " is " + info.unit_id +
+                                ", which can bring the node down or take it out of service; this API never starts " +
+                                "or stops it");
+      case UnitRefusal::kUnlessAllowed:
+        if (!options_.allowed_units.contains(info.unit_id)) {
+          return PermissionDenied("service " + unit + " is " + info.unit_id +
+                                  ", which keeps the node working; it may be started or stopped only when the "
+                                  "node's allowed_services names " +
+                                  info.unit_id);
+        }
+        break;
+      case UnitRefusal::kNone:
+        break;
+    }
+  }
+  return Status::Ok();
 }
 
 Status SystemService::StartService(std::string_view name, const WaitLimits& limits) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto unit, UnitToChange(name));
   auto held = unit_locks_.Hold(unit);
   CSI_PROXY_ASSIGN_OR_RETURN(auto info, services_->Query(unit));
+  CSI_PROXY_RETURN_IF_ERROR(CheckUnitToChange(unit, info));
   if (info.status == ServiceStatus::kRunning && !info.change_pending) return Status::Ok();
   CSI_PROXY_RETURN_IF_ERROR(services_->RequestStart(unit));
   return WaitFor(unit, ServiceStatus::kRunning, limits);
@@ -62,6 +104,7 @@ Status SystemService::StopService(std::string_view name, bool force, const WaitL
   CSI_PROXY_ASSIGN_OR_RETURN(auto unit, UnitToChange(name));
   auto held = unit_locks_.Hold(unit);
   CSI_PROXY_ASSIGN_OR_RETURN(auto info, services_->Query(unit));
+  CSI_PROXY_RETURN_IF_ERROR(CheckUnitToChange(unit, info));
   if (info.status == ServiceStatus::kStopped && !info.change_pending) return Status::Ok();
   if (!force) {
     CSI_PROXY_ASSIGN_OR_RETURN(auto dependents, services_->ActiveDependents(unit));

@@ -27,9 +27,12 @@ struct SystemServiceOptions {
   std::chrono::milliseconds state_timeout{std::chrono::seconds(30)};
   // How often the state is looked at while waiting, as upstream (200 ms).
   std::chrono::milliseconds poll_interval{std::chrono::milliseconds(200)};
-  // Canonical unit names that StartService / StopService may touch; empty means any service. GetService stays
-  // open: it changes nothing.
+  // Canonical unit names that StartService / StopService may touch; empty means any service that
+  // unit_policy.h does not refuse. A unit refused kUnlessAllowed is opened only by naming it here. GetService
+  // stays open: it changes nothing.
   std::set<std::string> allowed_units;
+  // The proxy's own unit ("csi-proxy.service" or whatever it runs as), refused always; empty if not known.
+  std::string own_unit;
 };
 
 class SystemService {
@@ -54,6 +57,9 @@ class SystemService {
  private:
   // The canonical unit for a start or stop, or why it may not be touched.
   StatusOr<std::string> UnitToChange(std::string_view name) const;
+  // The same refusals on what the OS says about the unit: its primary name (an alias may name a refused unit)
+  // and the node-wide actions it declares.
+  Status CheckUnitToChange(const std::string& unit, const ServiceInfo& info) const;
   // Polls until the service reaches `want` with nothing pending, fails when the OS settled elsewhere, or the
   // limits run out.
   Status WaitFor(const std::string& unit, ServiceStatus want, const WaitLimits& limits);

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-login.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,8 @@
 
 #include "service_name.h"
 #include "systemd_states_linux.h"
+#include "text.h"
+#include "unit_policy.h"
 
 namespace csi_proxy::system {
 namespace {
@@ -103,6 +106,8 @@ struct UnitProperties {
   std::string unit_file_state;
   uint32_t job_id = 0;
   std::vector<std::string> stopped_with_it;  // RequiredBy + RequisiteOf + BoundBy + ConsistsOf
+  std::string success_action, failure_action, start_limit_action,
+      job_timeout_action;  // RequiredBy + RequisiteOf + BoundBy + ConsistsOf
 };
 
 Status ReadVariantString(sd_bus_message* m, std::string& out) {
@@ -147,6 +152,10 @@ Status ParseUnitProperties(sd_bus_message* m, UnitProperties& props) {
     if (k == "ActiveState") string_field = &props.active_state;
     if (k == "SubState") string_field = &props.sub_state;
     if (k == "UnitFileState") string_field = &props.unit_file_state;
+    if (k == "SuccessAction") string_field = &props.success_action;
+    if (k == "FailureAction") string_field = &props.failure_action;
+    if (k == "StartLimitAction") string_field = &props.start_limit_action;
+    if (k == "JobTimeoutAction") string_field = &props.job_timeout_action;
     bool dependents = k == "RequiredBy" || k == "RequisiteOf" || k == "BoundBy" || k == "ConsistsOf";
     if (string_field && type == "s") {
       CSI_PROXY_RETURN_IF_ERROR(ReadVariantString(m, *string_field));
@@ -317,13 +326,16 @@ StatusOr<ServiceInfo> SystemdServiceManager::Query(const std::string& name) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto props, GetUnitProperties(bus.get(), path, name));
   // A unit file that is gone while the unit still runs is still a service that can be stopped.
   if (props.load_state == "not-found" && !IsUpActiveState(props.active_state)) {
-    return NotFound("service " + QuoteForMessage(name) + " not found");
+    return NotFound("service " + common::QuoteValue(name) + " not found");
   }
   ServiceInfo info;
   info.display_name = props.description;
   info.start_type = StartTypeFromUnitFileState(props.unit_file_state);
   info.status = StatusFromActiveState(props.active_state);
   info.change_pending = props.job_id != 0;
+  info.unit_id = props.id;
+  info.node_actions =
+      NodeActions(props.success_action, props.failure_action, props.start_limit_action, props.job_timeout_action);
   info.state_detail = "ActiveState=" + props.active_state + " SubState=" + props.sub_state;
   if (props.load_state != "loaded") info.state_detail += " LoadState=" + props.load_state;
   if (props.active_state == "failed") {
@@ -374,6 +386,14 @@ StatusOr<std::vector<std::string>> SystemdServiceManager::ActiveDependents(const
     if (is_up) up.push_back(dependent);
   }
   return up;
+}
+
+std::string OwnServiceUnit() {
+  char* unit = nullptr;
+  if (sd_pid_get_unit(0, &unit) < 0 || unit == nullptr) return "";
+  std::string out = unit;
+  std::free(unit);
+  return out.ends_with(".service") ? out : "";
 }
 
 std::unique_ptr<ServiceManager> MakeServiceManager(const SystemBackendOptions& options) {

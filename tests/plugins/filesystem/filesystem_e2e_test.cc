@@ -472,6 +472,37 @@ TEST_F(FilesystemEndToEnd, StringPrefixSiblingIsRefusedOnV1beta2) {
   EXPECT_FALSE(Lexists(kubelet_ + "/link"));
 }
 
+// A red-team pass sent 15 MiB paths: each error quoted the whole path, and 32 calls took the host to 1.46 GB and
+// wrote 500 MB of log. Errors and log lines quote a bounded prefix of any request value and say how long it was.
+TEST_F(FilesystemEndToEnd, MultiMebibytePathGetsABoundedErrorAndLogLine) {
+  const size_t kHuge = 12 * 1024 * 1024;
+  const std::string long_name = kubelet_ + "/" + std::string(kHuge, 'a');  // one component longer than 255 bytes
+  std::string climbing = kubelet_;
+  while (climbing.size() < kHuge) climbing += "/d";
+  climbing += "/..";  // a '..' component after megabytes of path
+  const std::string relative = std::string(kHuge, 'r');
+  const std::string with_nul = kubelet_ + "/" + std::string(kHuge, 'n') + std::string(1, '\0');
+  const size_t log_before = host_.log().size();
+  std::vector<grpc::Status> results = {
+      v1_.PathExists(long_name).first,
+      v1_.Mkdir(climbing),
+      v1_.Rmdir(relative, true),
+      v1_.IsSymlink(with_nul).first,
+      v1_.CreateSymlink(kubelet_, long_name),
+      v1_.CreateSymlink(climbing, kubelet_ + "/link"),
+      v2_.RmdirContents(long_name),
+      v1beta2_.Mkdir(relative),
+  };
+  for (const auto& s : results) {
+    EXPECT_EQ(s.error_code(), Code::INVALID_ARGUMENT) << s.error_message().substr(0, 2048);
+    EXPECT_LT(s.error_message().size(), 2048u) << s.error_message().substr(0, 2048);
+    EXPECT_THAT(s.error_message(), HasSubstr(" bytes)"));  // says how long the value was
+  }
+  EXPECT_LT(host_.log().size() - log_before, 64u * 1024u);
+  EXPECT_FALSE(Lexists(kubelet_ + "/d"));
+  EXPECT_FALSE(Lexists(kubelet_ + "/link"));
+}
+
 TEST_F(FilesystemEndToEnd, RmdirContentsIsServedOnV2alpha1Only) {
   fs::create_directories(kubelet_ + "/d");
   EXPECT_EQ(v1_.RmdirContents(kubelet_ + "/d").error_code(), Code::UNIMPLEMENTED);

@@ -30,10 +30,11 @@ class IscsiEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override { StartHost(); }
 
-  void StartHost() {
+  void StartHost(const std::string& extra_group_keys = "") {
     host_.reset();
     host_ = std::make_unique<HostProcess>(
-        "[groups.iscsi]\nrequired = true\ninitiator_name = \"iqn.2024-01.io.k8s.csi-proxy.test:e2e\"\n",
+        "[groups.iscsi]\nrequired = true\ninitiator_name = \"iqn.2024-01.io.k8s.csi-proxy.test:e2e\"\n" +
+            extra_group_keys,
         "state_dir = \"" + state_.path() + "\"\n");
     ASSERT_TRUE(host_->Start({kV1alpha2, kV1alpha1})) << host_->error() << host_->log();
     channel_ = Dial(host_->endpoint(kV1alpha2));
@@ -139,6 +140,35 @@ TEST_F(IscsiEndToEnd, PortalsAndTheMutualSecretSurviveAHostRestart) {
 }
 
 // Upstream crashed the whole process on a request without target_portal.
+// A red-team pass registered portals until the state file passed the 1 MiB its loader reads: the group then
+// refused to load at every later start. The list is capped (max_portals, 256 by default) and what is stored loads.
+TEST_F(IscsiEndToEnd, PortalsBeyondMaxPortalsAreResourceExhaustedAndTheGroupStillLoadsAfterARestart) {
+  auto nth = [](int i) { return Portal("10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1), 3260); };
+  for (int i = 0; i < 256; ++i) ASSERT_TRUE(Add(nth(i)).ok()) << i;
+  auto refused = Add(nth(256));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_TRUE(Add(nth(0)).ok());  // a registered portal again changes nothing, so it is not refused
+  EXPECT_EQ(List().size(), 256u);
+
+  StartHost();  // the stored list loads
+  ASSERT_EQ(List().size(), 256u);
+  EXPECT_EQ(Add(nth(256)).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  StartHost("max_portals = 10\n");  // a smaller cap still loads a larger stored list; only new portals are refused
+  ASSERT_EQ(List().size(), 256u);
+  EXPECT_EQ(Add(nth(256)).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(Remove(nth(0)).ok());
+  EXPECT_EQ(List().size(), 255u);
+}
+
+TEST(IscsiGroupConfig, MaxPortalsOutsideItsRangeRefusesTheGroup) {
+  for (const char* value : {"0", "4001"}) {
+    HostProcess host(std::string("[groups.iscsi]\nrequired = true\nmax_portals = ") + value + "\n");
+    EXPECT_FALSE(host.Start({kV1alpha2}, std::chrono::seconds(10))) << value;
+    EXPECT_NE(host.log().find("max_portals"), std::string::npos) << host.log();
+  }
+}
+
 TEST_F(IscsiEndToEnd, RequestsWithoutATargetPortalAreInvalidArgumentAndTheHostStaysUp) {
   const std::string iqn = "iqn.2024-01.io.example:t";
   std::vector<std::pair<std::string, std::string>> calls;

@@ -96,8 +96,10 @@ TEST(IscsiAuthTypeValidation, OnlyTheThreeWireValuesAreKnown) {
 }
 
 TEST(IscsiMessages, RequestTextIsMadePrintable) {
-  EXPECT_EQ(Printable("a\nb\\c"), "a\\x0ab\\x5cc");
-  EXPECT_EQ(Printable(std::string(100, 'x')).size(), 64u + 3u);
+  EXPECT_EQ(QuoteValue("a\nb\\c\""), "\"a\\x0ab\\\\c\\\"\"");
+  // A long value is cut, and the message says how long it was.
+  std::string quoted = QuoteValue(std::string(5 * 1024 * 1024, 'x'));
+  EXPECT_EQ(quoted, "\"" + std::string(common::kQuotedValueMax, 'x') + "...\" (5242880 bytes)");
 }
 
 }  // namespace

@@ -30,6 +30,47 @@ SendTargetsOptions Options() {
   auto var = TgtTarget::Start(options, &why_not_##var); \
   if (!var) GTEST_SKIP() << "no iSCSI target: " << why_not_##var
 
+// A red-team pass: names from a portal went back verbatim, so invalid UTF-8 made the reply unparsable for every
+// client, and control bytes and multi-MiB names passed. Only valid iSCSI names (RFC 3720) go on.
+TEST(SendTargetsAnswer, InvalidTargetNamesAreLeftOutWithTheirAddresses) {
+  using namespace std::string_literals;
+  const std::string huge = "iqn.2024-01.io.example:" + std::string(3 << 20, 'a');
+  std::string text = "TargetName=iqn.2024-01.io.example:good\0TargetAddress=10.0.0.1:3260,1\0"s +
+                     "TargetName=iqn.2024-01.io.example:caf\xc3\x28\0TargetAddress=10.0.0.2:3260,1\0"s +
+                     "TargetName=iqn.2024-01.io.example:bell\x07\0"s + "TargetName=" + huge + "\0"s +
+                     "TargetName=iqn.2024-01.io.example:" + std::string(201, 'b') + "\0"s +  // 224 bytes
+                     "TargetName=not-an-iscsi-name\0TargetAddress=10.0.0.3:3260,1\0"s +
+                     "TargetName=eui.0123456789ABCDEF\0TargetAddress=10.0.0.4:3260,1\0"s +
+                     "TargetName=iqn.2024-01.io.example:" + std::string(200, 'c') + "\0"s;  // 223 bytes
+  SendTargetsResult result = ParseSendTargets(text);
+  ASSERT_EQ(result.targets.size(), 3u);
+  EXPECT_EQ(result.targets[0].iqn, "iqn.2024-01.io.example:good");
+  EXPECT_EQ(result.targets[0].addresses, std::vector<std::string>{"10.0.0.1:3260,1"});
+  EXPECT_EQ(result.targets[1].iqn, "eui.0123456789ABCDEF");
+  EXPECT_EQ(result.targets[1].addresses, std::vector<std::string>{"10.0.0.4:3260,1"});
+  EXPECT_EQ(result.targets[2].iqn.size(), 223u);
+  ASSERT_EQ(result.dropped.size(), 5u);
+  for (const auto& why : result.dropped) {
+    EXPECT_LT(why.size(), 2048u);
+    EXPECT_EQ(why.find('\x07'), std::string::npos);
+  }
+}
+
+TEST(SendTargetsDiscovery, ATargetNameOverRfc3720sLengthIsLeftOut) {
+  TgtTargetOptions options;
+  options.with_luns = false;
+  // tgtd refuses names with characters outside RFC 3722, but not names over RFC 3720's 223 bytes.
+  const std::string too_long = "iqn.2024-01.io.k8s.csi-proxy.test:" + std::string(195, 'x');  // 229 bytes
+  options.iqns = {"iqn.2024-01.io.k8s.csi-proxy.test:good", too_long};
+  START_TARGET_OR_SKIP(target, options);
+  auto result = DiscoverSendTargets(Portal{target->address(), target->port()}, Options());
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  ASSERT_EQ(result->targets.size(), 1u);
+  EXPECT_EQ(result->targets[0].iqn, "iqn.2024-01.io.k8s.csi-proxy.test:good");
+  ASSERT_EQ(result->dropped.size(), 1u);
+  EXPECT_NE(result->dropped[0].find("longer than 223"), std::string::npos) << result->dropped[0];
+}
+
 TEST(SendTargetsDiscovery, ReturnsTheTargetsIqnAndItsAddress) {
   START_TARGET_OR_SKIP(target, TgtTargetOptions{});
   auto result = DiscoverSendTargets(Portal{target->address(), target->port()}, Options());

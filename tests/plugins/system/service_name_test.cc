@@ -2,6 +2,7 @@
 #include "service_name.h"
 
 #include <gtest/gtest.h>
+#include "text.h"
 
 namespace csi_proxy::system {
 namespace {
@@ -14,7 +15,7 @@ std::string Canonical(std::string_view name) {
 
 void ExpectRefused(std::string_view name) {
   auto unit = CanonicalServiceUnit(name);
-  EXPECT_EQ(unit.status().code(), Code::kInvalidArgument) << "accepted " << QuoteForMessage(name);
+  EXPECT_EQ(unit.status().code(), Code::kInvalidArgument) << "accepted " << common::QuoteValue(name);
 }
 
 TEST(CanonicalServiceUnit, AppendsTheServiceSuffixToABareName) {
@@ -88,7 +89,7 @@ TEST(CanonicalServiceUnit, QuotesTheRefusedNameSafelyInTheMessage) {
   EXPECT_EQ(unit.status().message().find('\n'), std::string::npos);
   EXPECT_EQ(unit.status().message().find('\x1b'), std::string::npos);
   EXPECT_NE(unit.status().message().find("\"evil\\x0aname\\x1b[2J\""), std::string::npos) << unit.status().message();
-  EXPECT_LT(CanonicalServiceUnit(std::string(5000, '/')).status().message().size(), 200u);
+  EXPECT_LT(CanonicalServiceUnit(std::string(5000, '/')).status().message().size(), 400u);
 }
 
 }  // namespace

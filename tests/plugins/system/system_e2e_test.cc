@@ -64,10 +64,10 @@ TEST_F(SystemWithoutSystemd, ServiceCallsFailWithSystemdIsNotRunning) {
             0u)
       << s.error_message();
   v1alpha1::StartServiceResponse start;
-  EXPECT_EQ(Call(channel_, "/v1alpha1.System/StartService", StartReq("ssh"), &start).error_code(),
+  EXPECT_EQ(Call(channel_, "/v1alpha1.System/StartService", StartReq("e2e-sleeper"), &start).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
   v1alpha1::StopServiceResponse stop;
-  EXPECT_EQ(Call(channel_, "/v1alpha1.System/StopService", StopReq("ssh", true), &stop).error_code(),
+  EXPECT_EQ(Call(channel_, "/v1alpha1.System/StopService", StopReq("e2e-sleeper", true), &stop).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
 }
 
@@ -157,6 +157,29 @@ TEST(SystemConfig, AnUnknownKeyRefusesTheGroupByName) {
   EXPECT_NE(host.log().find("unknown key 'systemd_bus_adress' in [groups.system]"), std::string::npos) << host.log();
 }
 
+// A red-team pass started systemd-reboot through this API. What can bring the node down or take it out of
+// service is refused by name before systemd is asked (here there is no systemd: the answer is not
+// FAILED_PRECONDITION "systemd is not running", it is PERMISSION_DENIED).
+TEST_F(SystemWithoutSystemd, ServicesThatCanBringTheNodeDownAreRefusedByName) {
+  for (const char* name :
+       {"systemd-reboot", "systemd-poweroff.service", "systemd-halt", "systemd-kexec", "systemd-soft-reboot",
+        "emergency", "rescue", "csi-proxy", "kubelet", "containerd", "crio", "docker", "dbus", "dbus-broker",
+        "systemd-journald", "systemd-journald@audit", "systemd-logind", "systemd-udevd"}) {
+    v1alpha1::StartServiceResponse start;
+    auto s = Call(channel_, "/v1alpha1.System/StartService", StartReq(name), &start);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << name << ": " << s.error_message();
+    v1alpha1::StopServiceResponse stop;
+    s = Call(channel_, "/v1alpha1.System/StopService", StopReq(name, true), &stop);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << name << ": " << s.error_message();
+  }
+}
+
+TEST(SystemConfig, AllowedServicesNamingARebootServiceRefusesTheGroup) {
+  HostProcess host("[groups.system]\nrequired = true\nallowed_services = [\"systemd-reboot\"]\n");
+  EXPECT_FALSE(host.Start({kEndpoint}, 10s));
+  EXPECT_NE(host.log().find("can bring the node down"), std::string::npos) << host.log();
+}
+
 TEST(SystemConfig, AnInvalidAllowedServiceRefusesTheGroup) {
   HostProcess host("[groups.system]\nrequired = true\nallowed_services = [\"reboot.target\"]\n");
   EXPECT_FALSE(host.Start({kEndpoint}, 10s));
@@ -178,6 +201,12 @@ class SystemWithSystemd : public ::testing::Test {
     o.units["e2e-base.service"] = Sleeper("csi-proxy e2e base");
     o.units["e2e-dependent.service"] =
         Sleeper("csi-proxy e2e dependent", "Requires=e2e-base.service\nAfter=e2e-base.service\n");
+    // Starting or stopping it would act on the whole (sandboxed) node; it must never be started.
+    o.units["e2e-exits-manager.service"] =
+        "[Unit]\nDescription=exits the manager\nDefaultDependencies=no\nSuccessAction=exit\nFailureAction=exit\n"
+        "[Service]\nType=oneshot\nExecStart=/bin/true\n";
+    o.units["kubelet.service"] = Sleeper("stand-in for the kubelet");
+    o.symlinks["e2e-kubelet-alias.service"] = "kubelet.service";
     o.units["e2e-never-ready.service"] =
         "[Unit]\nDescription=never ready\nDefaultDependencies=no\n[Service]\nType=notify\n"
         "ExecStart=/bin/sleep 1000\nTimeoutStartSec=infinity\n";
@@ -294,6 +323,34 @@ TEST_F(SystemWithAllowList, OnlyAllowedServicesMayBeStartedOrStopped) {
   EXPECT_TRUE(Get("e2e-sleeper", &info).ok());  // reading is not restricted
   EXPECT_TRUE(Start("e2e-base").ok());
   EXPECT_TRUE(Stop("e2e-base.service", false).ok());
+}
+
+// What systemd says about a unit counts too: a unit declaring a node-wide action (SuccessAction=, FailureAction=,
+// ...) and an alias of a refused unit are refused; an allow-list entry opens a kubelet-class unit.
+TEST_F(SystemWithSystemd, UnitsWithNodeActionsAndAliasesOfRefusedUnitsAreRefused) {
+  auto s = Start("e2e-exits-manager");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_NE(s.error_message().find("SuccessAction=exit"), std::string::npos) << s.error_message();
+  EXPECT_EQ(Stop("e2e-exits-manager", true).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  s = Start("e2e-kubelet-alias");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_EQ(IsActive("kubelet.service"), "inactive");
+  EXPECT_TRUE(Start("e2e-sleeper").ok());  // the manager is still there
+  EXPECT_TRUE(Stop("e2e-sleeper", false).ok());
+}
+
+class SystemAllowingKubelet : public SystemWithSystemd {
+ protected:
+  SystemAllowingKubelet() { extra_config_ = "allowed_services = [\"kubelet\", \"e2e-kubelet-alias\"]\n"; }
+};
+
+TEST_F(SystemAllowingKubelet, AnAllowListEntryOpensAKubeletClassUnit) {
+  auto s = Start("e2e-kubelet-alias");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(IsActive("kubelet.service"), "active");
+  s = Stop("kubelet", false);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(IsActive("kubelet.service"), "inactive");
 }
 
 }  // namespace

@@ -116,9 +116,9 @@ TEST(SystemdUnreachable, EveryServiceCallOfTheServiceLayerFailsTheSameWay) {
   TempDir dir;
   SystemService service(std::make_unique<LinuxBiosInfo>(), std::make_unique<SystemdServiceManager>(Unreachable(dir)));
   EXPECT_EQ(service.GetService("ssh").status().code(), Code::kFailedPrecondition);
-  EXPECT_EQ(service.StartService("ssh").code(), Code::kFailedPrecondition);
-  EXPECT_EQ(service.StopService("ssh", false).code(), Code::kFailedPrecondition);
-  EXPECT_EQ(service.StopService("ssh", true).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(service.StartService("iscsi-helper").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(service.StopService("iscsi-helper", false).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(service.StopService("iscsi-helper", true).code(), Code::kFailedPrecondition);
 }
 
 TEST(SystemdUnreachable, InvalidNamesAreRefusedBeforeTheBusIsTouched) {
