@@ -3,6 +3,11 @@
 
 #include "unix_socket.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -293,11 +298,17 @@ StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& sourc
 }
 
 StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read configuration file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseConfig(ss.str(), path, executable_dir);
+  // Close-on-exec: a reload reads the file while group libraries may be starting programs.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound("cannot read configuration file " + path + ": " + std::strerror(errno));
+  std::string text;
+  char buf[8192];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return ParseConfig(text, path, executable_dir);
 }
 
 }  // namespace csi_proxy::host

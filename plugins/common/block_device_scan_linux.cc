@@ -1,6 +1,8 @@
 // Block devices as the Linux kernel lists them in sysfs; see block_device_scan_linux.h.
 #include "block_device_scan_linux.h"
 
+#include "read_file_linux.h"
+
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -9,7 +11,6 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -39,12 +40,8 @@ std::optional<dev_t> ParseDevno(std::string_view text) {
 }
 
 std::string ReadBinary(const std::string& path, size_t limit = 64 * 1024) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::string data(limit, '\0');
-  in.read(data.data(), static_cast<std::streamsize>(limit));
-  data.resize(static_cast<size_t>(in.gcount()));
-  return data;
+  auto data = ReadWholeFile(path, {.max_bytes = limit});
+  return data.ok() ? std::move(data).value() : std::string();
 }
 
 std::string StripNewline(std::string s) {
@@ -320,7 +317,8 @@ std::optional<std::string> BlockDevices::DescribeUse(const BlockDevice& device,
   }
   // Swap devices, by device number (names in /proc/swaps may be any alias).
   std::vector<dev_t> swaps;
-  std::ifstream swap_list("/proc/swaps");
+  auto swaps_text = ReadWholeFile("/proc/swaps");
+  std::istringstream swap_list(swaps_text.ok() ? *swaps_text : std::string());
   std::string line;
   std::getline(swap_list, line);  // header
   while (std::getline(swap_list, line)) {
@@ -351,11 +349,9 @@ std::vector<MountEntry> MountsOfDevice(const std::vector<MountEntry>& mounts, co
 }
 
 StatusOr<std::string> ReadAttribute(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read " + path);
-  std::string value;
-  std::getline(in, value);
-  return value;
+  auto data = ReadWholeFile(path);
+  if (!data.ok()) return NotFound("cannot read " + path);
+  return data->substr(0, data->find('\n'));
 }
 
 }  // namespace csi_proxy::common
