@@ -157,12 +157,13 @@ int Run(int argc, char** argv) {
   std::mutex mutex;
   std::map<std::string, int> first_code;  // method -> the code of its first call
   std::map<std::string, long> unexpected;
-  std::atomic<long> next{0}, done{0};
+  std::atomic<long> next{0}, done{0}, rpcs{0};
   const long warmup = calls / 10;
   long fd_warm = 0, rss_warm = 0;
   std::atomic<bool> measured{false};
 
   auto record = [&](const Case& c, const grpc::Status& status) {
+    rpcs.fetch_add(1);
     std::lock_guard lock(mutex);
     int code = status.error_code();
     auto [it, inserted] = first_code.emplace(c.method, code);
@@ -220,8 +221,8 @@ int Run(int argc, char** argv) {
   bool failed = false;
   long total_unexpected = 0;
   for (const auto& [method, n] : unexpected) total_unexpected += n;
-  std::printf("soak: %ld call slots (Mkdir+Rmdir pairs count once) by %d clients in %.1f s, %zu methods, %ld unexpected answers\n",
-              calls, clients, seconds, cases.size() + 2, total_unexpected);
+  std::printf("soak: %ld calls (%ld slots, a Mkdir+Rmdir pair is one) by %d clients in %.1f s, %zu methods, %ld unexpected answers\n",
+              rpcs.load(), calls, clients, seconds, cases.size() + 2, total_unexpected);
   for (const auto& [method, code] : first_code) std::printf("soak:   %-45s code %d\n", method.c_str(), code);
   std::printf("soak: host fds %ld after warm-up, %ld at the end (bound +%ld); RSS %ld KiB, %ld KiB (bound +%ld KiB)\n",
               fd_warm, fd_end, kMaxFdGrowth, rss_warm, rss_end, kMaxRssGrowthKiB);
