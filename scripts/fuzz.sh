@@ -15,7 +15,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(config filesystem disk volume smb iscsi system)
+[ ${#targets[@]} -gt 0 ] || targets=(config host_call filesystem disk volume smb iscsi system)
 
 launcher=()
 if command -v ccache >/dev/null; then
