@@ -8,8 +8,8 @@
 // (fuzz/recording_*.cc) where acting for real would be unsafe.
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -74,8 +74,8 @@ csi_proxy_status_code RegisterService(csi_proxy_host_context*, const csi_proxy_s
     std::memcpy(&method, bytes + i * service->method_desc_size,
                 std::min(service->method_desc_size, sizeof(csi_proxy_method_desc)));
     if (method.name == nullptr || method.handler == nullptr) Fail("method without a name or handler");
-    harness->methods.push_back({"/" + std::string(service->service_name) + "/" + method.name, method.handler,
-                                method.plugin_method_ctx});
+    harness->methods.push_back(
+        {"/" + std::string(service->service_name) + "/" + method.name, method.handler, method.plugin_method_ctx});
   }
   return CSI_PROXY_STATUS_OK;
 }
@@ -117,6 +117,7 @@ void Shutdown() {
   std::error_code ignored;
   std::filesystem::remove_all(harness->scratch, ignored);
   std::filesystem::remove(harness->scratch + ".lock", ignored);
+  std::filesystem::remove("/tmp/csi-proxy-fuzz", ignored);  // only if no other group's fuzzer is using it
 }
 
 }  // namespace
@@ -141,8 +142,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
   void* library = dlopen(CSI_PROXY_FUZZ_GROUP_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) Fail(std::string("dlopen: ") + dlerror());
-  auto negotiate =
-      reinterpret_cast<csi_proxy_plugin_negotiate_fn>(dlsym(library, CSI_PROXY_PLUGIN_ENTRY_SYMBOL));
+  auto negotiate = reinterpret_cast<csi_proxy_plugin_negotiate_fn>(dlsym(library, CSI_PROXY_PLUGIN_ENTRY_SYMBOL));
   if (negotiate == nullptr) Fail("no entry symbol");
   csi_proxy_host_offer offer{sizeof offer, CSI_PROXY_ABI_VERSION_MIN, CSI_PROXY_ABI_VERSION_CURRENT, "fuzz"};
   csi_proxy_plugin_answer answer{};

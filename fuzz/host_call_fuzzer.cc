@@ -35,11 +35,16 @@ void HandlerStub(void*, csi_proxy_host_call*, const uint8_t*, size_t) {}
 
 size_t PickSize(FuzzedDataProvider& in, size_t v1, size_t full) {
   switch (in.ConsumeIntegralInRange(0, 4)) {
-    case 0: return 0;
-    case 1: return v1 - 1;
-    case 2: return v1;
-    case 3: return full + 16;
-    default: return full;
+    case 0:
+      return 0;
+    case 1:
+      return v1 - 1;
+    case 2:
+      return v1;
+    case 3:
+      return full + 16;
+    default:
+      return full;
   }
 }
 
@@ -57,17 +62,18 @@ void RegisterServices(FuzzedDataProvider& in, const csi_proxy_host_api& api, csi
     size_t element = std::max(stride, sizeof(csi_proxy_method_desc));
     std::vector<unsigned char> methods(std::max<size_t>(1, count) * element + 64, 0);
     for (size_t i = 0; i < count; ++i) {
-      csi_proxy_method_desc m{sizeof(csi_proxy_method_desc), names[i].c_str(),
-                              in.ConsumeBool() ? HandlerStub : nullptr, nullptr};
+      csi_proxy_method_desc m{sizeof(csi_proxy_method_desc), names[i].c_str(), in.ConsumeBool() ? HandlerStub : nullptr,
+                              nullptr};
       std::memcpy(methods.data() + i * stride, &m, sizeof m);
     }
     std::vector<unsigned char> desc_bytes(sizeof(csi_proxy_service_desc) + 64, 0);
-    csi_proxy_service_desc desc{PickSize(in, CSI_PROXY_SERVICE_DESC_V1_SIZE, sizeof(csi_proxy_service_desc)),
-                                in.ConsumeBool() ? version.c_str() : nullptr,
-                                in.ConsumeBool() ? service_name.c_str() : nullptr,
-                                in.ConsumeBool() ? reinterpret_cast<const csi_proxy_method_desc*>(methods.data())
-                                                 : nullptr,
-                                count, stride};
+    csi_proxy_service_desc desc{
+        PickSize(in, CSI_PROXY_SERVICE_DESC_V1_SIZE, sizeof(csi_proxy_service_desc)),
+        in.ConsumeBool() ? version.c_str() : nullptr,
+        in.ConsumeBool() ? service_name.c_str() : nullptr,
+        in.ConsumeBool() ? reinterpret_cast<const csi_proxy_method_desc*>(methods.data()) : nullptr,
+        count,
+        stride};
     std::memcpy(desc_bytes.data(), &desc, sizeof desc);
     auto code = api.register_service(&ctx, reinterpret_cast<const csi_proxy_service_desc*>(desc_bytes.data()));
     if (code < CSI_PROXY_STATUS_OK || code > CSI_PROXY_STATUS_UNAUTHENTICATED) std::abort();
@@ -116,7 +122,7 @@ void DriveOneCall(FuzzedDataProvider& in, const csi_proxy_host_api& api) {
         }
         break;
     }
-    if (sink.answers > 1) std::abort();                      // the client is answered at most once
+    if (sink.answers > 1) std::abort();                            // the client is answered at most once
     if (on_completed != (plugin_completed ? 1 : 0)) std::abort();  // the group's count follows the plugin
   }
   if (!plugin_completed) {  // the plugin always completes in the end
