@@ -95,6 +95,14 @@ else
   printf 'N\tstaging\tskipped: the disk and volume groups (their protos) are not in the tree yet\n' >>"$notes"
 fi
 run bench_startup
+# The soak (bench/soak): 10^5 calls by 64 clients; it checks rather than measures, so it writes no records.
+echo "== bench_soak"
+soak_args=()
+[ "$quick" = 1 ] && soak_args+=(--short)
+if ! "$bin/bench_soak" "${soak_args[@]}"; then
+  echo "warning: bench_soak failed" >&2
+  printf 'N\tsoak\tbench_soak failed: unexpected answers, growth of the host, or leftovers (see its output)\n' >>"$notes"
+fi
 
 previous=()
 if [ -f "$out/latest.json" ]; then

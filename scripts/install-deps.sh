@@ -9,6 +9,7 @@ build_pkgs=(
   libboost-dev libspdlog-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libblkid-dev libfdisk-dev libmount-dev libsystemd-dev
+  clang libclang-rt-14-dev
 )
 # Programs the plugins exec or the end-to-end tests use as real peers.
 runtime_pkgs=(

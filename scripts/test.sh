@@ -2,18 +2,21 @@
 # Installs what is needed, builds everything and runs every test: once in a normal build, then again with
 # AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with --no-sanitize), then the VM lane: the
 # kernel tests (ctest label `kernel`) on Debian's stock kernel under QEMU with systemd as PID 1 (tests/vm/README.md;
-# skip it with --no-vm). Tests that need root, loop devices or a kernel feature skip with a message saying what is
+# skip it with --no-vm), then the fuzzing step: every libFuzzer target for a bounded time (scripts/fuzz.sh; skip it
+# with --no-fuzz). Tests that need root, loop devices or a kernel feature skip with a message saying what is
 # missing in the normal passes; the VM lane is where those needing cifs, iscsi_tcp or systemd run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 sanitize=1
 vm=1
+fuzz=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitize) sanitize=0 ;;
     --no-vm) vm=0 ;;
-    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-vm]" >&2; exit 2 ;;
+    --no-fuzz) fuzz=0 ;;
+    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-vm] [--no-fuzz]" >&2; exit 2 ;;
   esac
 done
 
@@ -40,6 +43,8 @@ run_suite() {  # build dir, extra cmake args...
 # Release keeps the normal pass's compile time down (no debug info); the sanitizer pass builds Debug at -O1.
 echo "== normal build"
 run_suite build -DCMAKE_BUILD_TYPE=Release
+echo "== soak, short: 64 clients, every group's safe methods through the host (bench/soak)"
+build/bench/bin/bench_soak --short
 if [ "$vm" = 1 ]; then
   # The normal build's kernel tests again, in a VM with a stock kernel; fails the run when they fail or overrun.
   bash tests/vm/run.sh --build build --timeout 900
@@ -50,4 +55,8 @@ if [ "$sanitize" = 1 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_odr_violation=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCSI_PROXY_SANITIZE=ON -DCSI_PROXY_BUILD_BENCH=OFF
+fi
+if [ "$fuzz" = 1 ]; then
+  echo "== libFuzzer targets (clang, ASan + UBSan), 20 s each"
+  bash scripts/fuzz.sh --seconds 20
 fi
