@@ -91,7 +91,9 @@ TEST(GroupBudget, AGroupWhoseHandlersHangExhaustsOnlyItsOwnBudget) {
   }
   // The hung calls are answered at their deadline although their handlers still run.
   for (auto& f : blocked) EXPECT_EQ(f.get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  // The two that waited gave their places up: a new call waits for a worker instead of being refused.
+  // The two that waited gave their places up: a new call waits for a worker instead of being refused. (The host
+  // takes the deadline from the call's timeout when the call arrives, a moment after the client set it.)
+  std::this_thread::sleep_for(milliseconds(300));
   auto waited = Call(blocker, "/v1.Blocker/Tag", Req(""), &resp, milliseconds(10000));
   EXPECT_TRUE(waited.ok()) << waited.error_message();
   // Once the handlers return, the budget is free again.

@@ -227,7 +227,9 @@ class LegacyClient {
 class FilesystemEndToEnd : public ::testing::Test {
  protected:
   FilesystemEndToEnd()
-      : host_("[groups.filesystem]\nenabled = true\nrequired = true\n",
+      // The largest request the host accepts: so that the group's own bounds are tried too, not only the host's
+      // default of 64 KiB (which refuses a multi-MiB path before the group sees it).
+      : host_("[groups.filesystem]\nenabled = true\nrequired = true\nmax_request_bytes = 16777216\n",
               "kubelet_path = \"" + kubelet_ + "\"\nworking_dirs = [\"" + work_ + "\"]\n") {}
 
   void SetUp() override {
