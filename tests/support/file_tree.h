@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace csi_proxy::testing {
 
@@ -67,6 +69,16 @@ inline std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Every path below `dir` (not following links), sorted; empty when `dir` does not exist.
+inline std::vector<std::string> ListTree(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 inline bool Lexists(const std::string& path) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "file_tree.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "iscsi_backend_linux.h"
@@ -31,13 +32,6 @@ constexpr const char* kDisk = "csi-proxy-disk-v1";
 constexpr const char* kVolume = "csi-proxy-volume-v1";
 constexpr const char* kNodeDb = "/etc/iscsi/nodes";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Every file of open-iscsi's node database that mentions `iqn` or holds `secret`.
 std::vector<std::string> NodeRecordsMentioning(const std::string& iqn, const std::string& secret) {
   std::vector<std::string> out;
@@ -47,7 +41,7 @@ std::vector<std::string> NodeRecordsMentioning(const std::string& iqn, const std
        it.increment(ec)) {
     const std::string path = it->path().string();
     if (path.find(iqn) != std::string::npos) out.push_back(path);
-    if (it->is_regular_file() && ReadAll(path).find(secret) != std::string::npos) out.push_back(path);
+    if (it->is_regular_file() && ReadFile(path).find(secret) != std::string::npos) out.push_back(path);
   }
   return out;
 }
@@ -181,7 +175,7 @@ class IscsiStaging : public ::testing::Test {
     s = Call(volume_, "/v1.Volume/MountVolume", mount, &mount_resp);
     ASSERT_TRUE(s.ok()) << s.error_message() << host_->log();
     { std::ofstream(staging + "/data.txt") << "staged on " << name; }
-    EXPECT_EQ(ReadAll(staging + "/data.txt"), "staged on " + name);
+    EXPECT_EQ(ReadFile(staging + "/data.txt"), "staged on " + name);
     sync();
 
     v1::UnmountVolumeRequest unmount;

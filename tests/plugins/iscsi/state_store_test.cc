@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "file_tree.h"
 #include "temp_dir.h"
 
 namespace csi_proxy::iscsi {
@@ -30,13 +31,6 @@ std::vector<std::string> Entries(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 TEST(IscsiStateStore, NewDirectoryIsCreatedPrivateAndEmpty) {
@@ -162,7 +156,7 @@ TEST(IscsiStateStore, TheSecretFileHoldsExactlyTheSecret) {
   auto store = IscsiStateStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->SetMutualChapSecret("a;b$c`d").ok());
-  EXPECT_EQ(ReadAll(tmp.path() + "/mutual-chap-secret"), "a;b$c`d");
+  EXPECT_EQ(testing::ReadFile(tmp.path() + "/mutual-chap-secret"), "a;b$c`d");
 }
 
 }  // namespace

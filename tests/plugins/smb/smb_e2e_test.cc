@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "file_tree.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "samba_server.h"
@@ -25,21 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kV1 = "csi-proxy-smb-v1";
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> TreeOf(const std::string& dir) {
-  std::vector<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 class SmbEndToEnd : public ::testing::Test {
  protected:
@@ -103,7 +89,7 @@ TEST_F(SmbEndToEnd, WithoutKernelCifsMappingIsFailedPreconditionAndLeavesNothing
   EXPECT_NE(s.error_message().find("no CIFS/SMB client"), std::string::npos) << s.error_message();
   EXPECT_EQ(s.error_message().find("E2e-Secret"), std::string::npos);
   EXPECT_FALSE(HelperRan());
-  EXPECT_TRUE(TreeOf(mount_root()).empty());
+  EXPECT_TRUE(ListTree(mount_root()).empty());
   EXPECT_FALSE(fs::exists(fs::symlink_status(local)));
   EXPECT_NE(host_->log().find("no CIFS/SMB client"), std::string::npos) << "the start-up warning is missing";
   EXPECT_EQ(host_->log().find("E2e-Secret"), std::string::npos);
@@ -151,7 +137,7 @@ TEST_F(SmbEndToEnd, RemovingAShareThatIsNotMappedSucceedsOnEveryVersion) {
 
 TEST_F(SmbEndToEnd, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
   StartHost(helper_);
-  const auto kubelet_before = TreeOf(host_->kubelet_dir());
+  const auto kubelet_before = ListTree(host_->kubelet_dir());
   for (const std::string bad : {";id", "$(id)", "`id`", "|id", " x", ",seal", "=1", "\nx", "'", "\""}) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(New("//127.0.0.1" + bad + "/data", "", "u", "p").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -162,8 +148,8 @@ TEST_F(SmbEndToEnd, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
     EXPECT_EQ(New("//127.0.0.1/data", "/" + bad, "u", "p").error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
   EXPECT_FALSE(HelperRan());
-  EXPECT_TRUE(TreeOf(mount_root()).empty());
-  EXPECT_EQ(TreeOf(host_->kubelet_dir()), kubelet_before);
+  EXPECT_TRUE(ListTree(mount_root()).empty());
+  EXPECT_EQ(ListTree(host_->kubelet_dir()), kubelet_before);
 }
 
 TEST_F(SmbEndToEnd, ABadGroupKeyRefusesTheGroupWithAClearMessage) {
@@ -190,11 +176,11 @@ TEST_F(SmbEndToEnd, MapWriteReadUnmapAgainstARealSambaShare) {
   auto s = New(remote, local, server->username(), server->password());
   ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << host_->log();
   std::ofstream(local + "/hello.txt") << "through the proxy";
-  EXPECT_EQ(ReadAll(server->share_dir() + "/hello.txt"), "through the proxy");
+  EXPECT_EQ(ReadFile(server->share_dir() + "/hello.txt"), "through the proxy");
   auto listing = server->Smbclient("ls hello.txt", server->username(), server->password());
   EXPECT_EQ(listing.exit_code, 0) << listing.output;
   ASSERT_TRUE(Remove(remote).ok());
-  EXPECT_TRUE(TreeOf(mount_root()).empty());
+  EXPECT_TRUE(ListTree(mount_root()).empty());
   EXPECT_EQ(host_->log().find(server->password()), std::string::npos);
 }
 

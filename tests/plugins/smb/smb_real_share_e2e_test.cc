@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "file_tree.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "run_program.h"
@@ -27,21 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using test_support::SambaServer;
 using test_support::SambaServerOptions;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> TreeOf(const std::string& dir) {
-  std::vector<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 class SmbRealShare : public ::testing::Test {
  protected:
@@ -96,16 +82,16 @@ class SmbRealShare : public ::testing::Test {
 
   // Nothing that could carry the password holds it: the helper's argv, the mount table, the host's log.
   void ExpectPasswordNowhere(const std::string& password) {
-    EXPECT_EQ(ReadAll(work_.path() + "/record/argv").find(password), std::string::npos) << "in mount.cifs' argv";
-    EXPECT_EQ(ReadAll("/proc/mounts").find(password), std::string::npos) << "in /proc/mounts";
-    EXPECT_EQ(ReadAll("/proc/self/mountinfo").find(password), std::string::npos) << "in mountinfo";
+    EXPECT_EQ(ReadFile(work_.path() + "/record/argv").find(password), std::string::npos) << "in mount.cifs' argv";
+    EXPECT_EQ(ReadFile("/proc/mounts").find(password), std::string::npos) << "in /proc/mounts";
+    EXPECT_EQ(ReadFile("/proc/self/mountinfo").find(password), std::string::npos) << "in mountinfo";
     EXPECT_EQ(host_->log().find(password), std::string::npos) << "in the host's log";
   }
 
   std::string Remote() const { return "\\\\127.0.0.1\\" + server_->share_name(); }
   std::string mount_root() const { return work_.path() + "/smb"; }
   std::string MountPoint() const { return mount_root() + "/127.0.0.1/" + server_->share_name(); }
-  bool Mounted() const { return ReadAll("/proc/mounts").find(" " + MountPoint() + " cifs ") != std::string::npos; }
+  bool Mounted() const { return ReadFile("/proc/mounts").find(" " + MountPoint() + " cifs ") != std::string::npos; }
 
   // Map with a pod symlink, write and read both ways, re-map (idempotent), unmap.
   void MapWriteReadUnmap() {
@@ -116,9 +102,9 @@ class SmbRealShare : public ::testing::Test {
     EXPECT_TRUE(Mounted());
     EXPECT_EQ(fs::read_symlink(local), MountPoint() + "/pvc-1");
     { std::ofstream(local + "/from-pod.txt") << "written through the pod's link"; }
-    EXPECT_EQ(ReadAll(server_->share_dir() + "/pvc-1/from-pod.txt"), "written through the pod's link");
+    EXPECT_EQ(ReadFile(server_->share_dir() + "/pvc-1/from-pod.txt"), "written through the pod's link");
     { std::ofstream(server_->share_dir() + "/pvc-1/from-server.txt") << "written on the server"; }
-    EXPECT_EQ(ReadAll(local + "/from-server.txt"), "written on the server");
+    EXPECT_EQ(ReadFile(local + "/from-server.txt"), "written on the server");
     auto listing = server_->Smbclient("ls pvc-1/from-pod.txt", server_->username(), server_->password());
     EXPECT_EQ(listing.exit_code, 0) << listing.output;
 
@@ -128,7 +114,7 @@ class SmbRealShare : public ::testing::Test {
 
     ASSERT_TRUE(Remove(Remote()).ok());
     EXPECT_FALSE(Mounted());
-    EXPECT_TRUE(TreeOf(mount_root()).empty());
+    EXPECT_TRUE(ListTree(mount_root()).empty());
     EXPECT_TRUE(Remove(Remote()).ok()) << "removing again is success";
   }
 
@@ -145,14 +131,14 @@ TEST_F(SmbRealShare, MapWriteReadUnmapWithPrivacyRequired) {
   ASSERT_TRUE(StartServer(options));
   StartHost(/*require_privacy=*/true);
   MapWriteReadUnmap();
-  EXPECT_NE(ReadAll(work_.path() + "/record/argv").find("seal"), std::string::npos);
+  EXPECT_NE(ReadFile(work_.path() + "/record/argv").find("seal"), std::string::npos);
 }
 
 TEST_F(SmbRealShare, MapWriteReadUnmapWithoutPrivacy) {
   ASSERT_TRUE(StartServer());
   StartHost(/*require_privacy=*/false);
   MapWriteReadUnmap();
-  EXPECT_EQ(ReadAll(work_.path() + "/record/argv").find("seal"), std::string::npos);
+  EXPECT_EQ(ReadFile(work_.path() + "/record/argv").find("seal"), std::string::npos);
 }
 
 TEST_F(SmbRealShare, AWrongPasswordIsPermissionDeniedAndLeavesNothing) {
@@ -164,7 +150,7 @@ TEST_F(SmbRealShare, AWrongPasswordIsPermissionDeniedAndLeavesNothing) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
   EXPECT_EQ(s.error_message().find(wrong), std::string::npos);
   EXPECT_FALSE(Mounted());
-  EXPECT_TRUE(TreeOf(mount_root()).empty());
+  EXPECT_TRUE(ListTree(mount_root()).empty());
   EXPECT_FALSE(fs::exists(fs::symlink_status(local)));
   ExpectPasswordNowhere(wrong);
 }
@@ -174,7 +160,7 @@ TEST_F(SmbRealShare, AMissingShareIsNotFoundAndLeavesNothing) {
   StartHost(true);
   auto s = New("//127.0.0.1/no-such-share", "", server_->password());
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
-  EXPECT_TRUE(TreeOf(mount_root()).empty());
+  EXPECT_TRUE(ListTree(mount_root()).empty());
 }
 
 TEST_F(SmbRealShare, AMappingWhoseServerWentAwayIsReplacedOnTheNextMapping) {
@@ -190,8 +176,8 @@ TEST_F(SmbRealShare, AMappingWhoseServerWentAwayIsReplacedOnTheNextMapping) {
   v1::NewSmbGlobalMappingResponse resp;
   auto s = Call(channel_, "/v1.Smb/NewSmbGlobalMapping", req, &resp, std::chrono::seconds(120));
   EXPECT_FALSE(s.ok()) << "the remount cannot reach the server either";
-  EXPECT_EQ(ReadAll("/proc/mounts").find(" " + mount_point + " "), std::string::npos);
-  EXPECT_TRUE(TreeOf(mount_root()).empty());
+  EXPECT_EQ(ReadFile("/proc/mounts").find(" " + mount_point + " "), std::string::npos);
+  EXPECT_TRUE(ListTree(mount_root()).empty());
   EXPECT_TRUE(host_->running());
 }
 
@@ -223,7 +209,7 @@ TEST_F(SmbRealShare, EveryServedVersionMapsAndUnmaps) {
   CSI_PROXY_MAP_UNMAP(v1alpha1, "csi-proxy-smb-v1alpha1")
 #undef CSI_PROXY_MAP_UNMAP
   ExpectPasswordNowhere(server_->password());
-  EXPECT_TRUE(TreeOf(mount_root()).empty());
+  EXPECT_TRUE(ListTree(mount_root()).empty());
 }
 
 }  // namespace

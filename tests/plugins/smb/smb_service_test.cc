@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "file_tree.h"
 #include "mount_table_linux.h"
 #include "samba_server.h"
 #include "smb_backend_linux.h"
@@ -25,26 +26,11 @@ namespace fs = std::filesystem;
 using test_support::SambaServer;
 using test_support::SambaServerOptions;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) out.push_back(line);
-  return out;
-}
-
-std::vector<std::string> TreeOf(const std::string& dir) {
-  std::vector<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -71,7 +57,7 @@ class SmbServiceTest : public ::testing::Test {
   void TearDown() override {
     service_.reset();
     // A test that mounted must not leave the mount behind, even when it failed half way.
-    for (const auto& e : TreeOf(mount_root_)) {
+    for (const auto& e : testing::ListTree(mount_root_)) {
       if (IsMounted(e)) umount2(e.c_str(), MNT_DETACH);
     }
   }
@@ -136,26 +122,26 @@ TEST_F(SmbServiceTest, PasswordReachesTheMountHelperOnlyThroughItsEnvironment) {
   ASSERT_TRUE(HelperRan());
   EXPECT_EQ(status.code(), Code::kPermissionDenied) << status.message();
 
-  std::string argv = ReadAll(record_ + "/argv");
+  std::string argv = testing::ReadFile(record_ + "/argv");
   EXPECT_EQ(argv.find(password), std::string::npos) << argv;
   EXPECT_EQ(argv.find("Pa55"), std::string::npos) << argv;
-  EXPECT_EQ(ReadAll(record_ + "/stdin"), "");
-  auto env = Lines(ReadAll(record_ + "/env"));
-  EXPECT_NE(std::find(env.begin(), env.end(), "PASSWD=" + password), env.end()) << ReadAll(record_ + "/env");
+  EXPECT_EQ(testing::ReadFile(record_ + "/stdin"), "");
+  auto env = Lines(testing::ReadFile(record_ + "/env"));
+  EXPECT_NE(std::find(env.begin(), env.end(), "PASSWD=" + password), env.end()) << testing::ReadFile(record_ + "/env");
 
   EXPECT_EQ(status.message().find("Pa55"), std::string::npos) << status.message();
   EXPECT_EQ(Log().find("Pa55"), std::string::npos) << Log();
   EXPECT_FALSE(fs::exists(root_ + "/pwned"));
-  for (const auto& file : TreeOf(root_)) {
+  for (const auto& file : testing::ListTree(root_)) {
     if (file.rfind(record_, 0) == 0 || !fs::is_regular_file(file)) continue;
-    EXPECT_EQ(ReadAll(file).find("Pa55"), std::string::npos) << file;
+    EXPECT_EQ(testing::ReadFile(file).find("Pa55"), std::string::npos) << file;
   }
 }
 
 TEST_F(SmbServiceTest, MountHelperGetsTheShareTheMountPointAndTheOptions) {
   MakeService(RecordingHelper(32, "mount error(13): Permission denied"), true, /*require_privacy=*/true, 1445);
   (void)service_->NewSmbGlobalMapping("//127.0.0.1/Data/sub", "", "CORP\\csiuser", "pw");
-  EXPECT_EQ(Lines(ReadAll(record_ + "/argv")),
+  EXPECT_EQ(Lines(testing::ReadFile(record_ + "/argv")),
             (std::vector<std::string>{"//127.0.0.1/data", mount_root_ + "/127.0.0.1/data", "-o",
                                       "username=csiuser,domain=CORP,port=1445,seal,nosuid,nodev"}));
 }
@@ -163,14 +149,14 @@ TEST_F(SmbServiceTest, MountHelperGetsTheShareTheMountPointAndTheOptions) {
 TEST_F(SmbServiceTest, WithoutRequirePrivacyThereIsNoSeal) {
   MakeService(RecordingHelper(32, "mount error(13): Permission denied"), true, /*require_privacy=*/false);
   (void)service_->NewSmbGlobalMapping("//127.0.0.1/data", "", "csiuser", "pw");
-  EXPECT_EQ(Lines(ReadAll(record_ + "/argv")).back(), "username=csiuser,nosuid,nodev");
+  EXPECT_EQ(Lines(testing::ReadFile(record_ + "/argv")).back(), "username=csiuser,nosuid,nodev");
 }
 
 TEST_F(SmbServiceTest, GuestMappingPassesNoPasswordAtAll) {
   MakeService(RecordingHelper(32, "mount error(13): Permission denied"), true);
   (void)service_->NewSmbGlobalMapping("//127.0.0.1/data", "", "", "");
-  EXPECT_EQ(Lines(ReadAll(record_ + "/argv")).back(), "guest,seal,nosuid,nodev");
-  EXPECT_EQ(ReadAll(record_ + "/env").find("PASSWD"), std::string::npos);
+  EXPECT_EQ(Lines(testing::ReadFile(record_ + "/argv")).back(), "guest,seal,nosuid,nodev");
+  EXPECT_EQ(testing::ReadFile(record_ + "/env").find("PASSWD"), std::string::npos);
 }
 
 TEST_F(SmbServiceTest, FailedMountLeavesNothingBehind) {
@@ -179,7 +165,7 @@ TEST_F(SmbServiceTest, FailedMountLeavesNothingBehind) {
       service_->NewSmbGlobalMapping("//fs1.example.com/data", kubelet_ + "/pods/pod-1/volumes/smb", "csiuser", "pw");
   EXPECT_EQ(status.code(), Code::kUnavailable) << status.message();
   EXPECT_NE(status.message().find("Host is down"), std::string::npos) << status.message();
-  EXPECT_TRUE(TreeOf(mount_root_).empty());
+  EXPECT_TRUE(testing::ListTree(mount_root_).empty());
   EXPECT_FALSE(fs::exists(fs::symlink_status(kubelet_ + "/pods/pod-1/volumes/smb")));
 }
 
@@ -187,7 +173,7 @@ TEST_F(SmbServiceTest, HelperThatReportsSuccessButMountsNothingIsAnError) {
   MakeService(RecordingHelper(0, ""), true);
   auto status = service_->NewSmbGlobalMapping("//127.0.0.1/data", "", "csiuser", "pw");
   EXPECT_EQ(status.code(), Code::kInternal) << status.message();
-  EXPECT_TRUE(TreeOf(mount_root_).empty());
+  EXPECT_TRUE(testing::ListTree(mount_root_).empty());
 }
 
 // This machine's kernel has no cifs: the call says so, runs nothing and leaves nothing.
@@ -201,7 +187,7 @@ TEST_F(SmbServiceTest, WithoutKernelCifsTheCallIsFailedPreconditionAndNothingIsL
   EXPECT_NE(status.message().find("/proc/filesystems"), std::string::npos) << status.message();
   EXPECT_EQ(status.message().find("Secret-Pw-1"), std::string::npos);
   EXPECT_FALSE(HelperRan());
-  EXPECT_TRUE(TreeOf(mount_root_).empty());
+  EXPECT_TRUE(testing::ListTree(mount_root_).empty());
   EXPECT_FALSE(fs::exists(fs::symlink_status(local)));
 }
 
@@ -253,7 +239,7 @@ TEST_F(SmbServiceTest, RemovingAShareThatIsNotMappedSucceeds) {
 // created in the mount root or the kubelet tree.
 TEST_F(SmbServiceTest, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
   MakeService(RecordingHelper(0, ""), true);
-  const auto kubelet_before = TreeOf(kubelet_);
+  const auto kubelet_before = testing::ListTree(kubelet_);
   const std::vector<std::string> payloads = {";touch /tmp/pwned",
                                              "$(touch /tmp/pwned)",
                                              "`touch /tmp/pwned`",
@@ -292,8 +278,8 @@ TEST_F(SmbServiceTest, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
   EXPECT_EQ(service_->NewSmbGlobalMapping("//127.0.0.1/data", "relative" + std::string("\0x", 2), "u", "p").code(),
             Code::kInvalidArgument);
   EXPECT_FALSE(HelperRan());
-  EXPECT_TRUE(TreeOf(mount_root_).empty());
-  EXPECT_EQ(TreeOf(kubelet_), kubelet_before);
+  EXPECT_TRUE(testing::ListTree(mount_root_).empty());
+  EXPECT_EQ(testing::ListTree(kubelet_), kubelet_before);
   EXPECT_FALSE(fs::exists("/tmp/pwned"));
 }
 
@@ -318,9 +304,9 @@ TEST_F(SmbServiceTest, MapWriteReadUnmapAgainstARealSambaShare) {
   EXPECT_EQ(fs::read_symlink(local), mount_point + "/pvc-1");
 
   std::ofstream(local + "/hello.txt") << "written through the mapping";
-  EXPECT_EQ(ReadAll(server->share_dir() + "/pvc-1/hello.txt"), "written through the mapping");
+  EXPECT_EQ(testing::ReadFile(server->share_dir() + "/pvc-1/hello.txt"), "written through the mapping");
   std::ofstream(server->share_dir() + "/pvc-1/from-server.txt") << "written on the server";
-  EXPECT_EQ(ReadAll(local + "/from-server.txt"), "written on the server");
+  EXPECT_EQ(testing::ReadFile(local + "/from-server.txt"), "written on the server");
 
   // Mapping the same share again, even with another sub-path, reuses the healthy mapping.
   ASSERT_TRUE(service_->NewSmbGlobalMapping(remote, "", server->username(), server->password()).ok());
@@ -329,7 +315,7 @@ TEST_F(SmbServiceTest, MapWriteReadUnmapAgainstARealSambaShare) {
 
   ASSERT_TRUE(service_->RemoveSmbGlobalMapping(remote).ok());
   EXPECT_FALSE(IsMounted(mount_point));
-  EXPECT_TRUE(TreeOf(mount_root_).empty());
+  EXPECT_TRUE(testing::ListTree(mount_root_).empty());
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(local)));  // upstream leaves the link
   EXPECT_TRUE(service_->RemoveSmbGlobalMapping(remote).ok());
 }
@@ -340,7 +326,7 @@ TEST_F(SmbServiceTest, WrongPasswordIsPermissionDeniedAndLeavesNothing) {
   auto status =
       service_->NewSmbGlobalMapping("//127.0.0.1/" + server->share_name(), "", server->username(), "wrong-password");
   EXPECT_EQ(status.code(), Code::kPermissionDenied) << status.message();
-  EXPECT_TRUE(TreeOf(mount_root_).empty());
+  EXPECT_TRUE(testing::ListTree(mount_root_).empty());
 }
 
 TEST_F(SmbServiceTest, AMappingWhoseServerWentAwayIsRemovedOnTheNextMapping) {
@@ -354,7 +340,7 @@ TEST_F(SmbServiceTest, AMappingWhoseServerWentAwayIsRemovedOnTheNextMapping) {
   auto status = service_->NewSmbGlobalMapping(remote, "", user, password);
   EXPECT_FALSE(status.ok());  // the remount cannot reach the server either
   EXPECT_FALSE(IsMounted(mount_point));
-  EXPECT_TRUE(TreeOf(mount_root_).empty());
+  EXPECT_TRUE(testing::ListTree(mount_root_).empty());
 }
 
 }  // namespace
