@@ -95,6 +95,29 @@ TEST(ConnectionFlood, IdleConnectionsOfOneCallerDoNotLockOthersOut) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
+TEST(SecondInstance, StopsBeforeAnyGroupsInitWhenTheSocketsOrTheStateDirectoryAreTaken) {
+  HostProcess first("[groups.echo]\n");
+  ASSERT_TRUE(first.Start({"csi-proxy-echo-v1"})) << first.error();
+  // The same sockets: refused before any library is even loaded.
+  HostProcess same_sockets("[groups.echo]\n", "endpoint_dir = \"" + first.endpoint_dir() + "\"\n");
+  EXPECT_EQ(same_sockets.RunToExit({}), 1);
+  EXPECT_NE(same_sockets.log().find("is busy: another process is serving it"), std::string::npos) << same_sockets.log();
+  EXPECT_EQ(same_sockets.log().find("echo group ready"), std::string::npos) << same_sockets.log();
+  // Other sockets but the same state directory (where groups keep iSCSI portals and SMB mounts): refused too.
+  HostProcess same_state("[groups.echo]\n", "state_dir = \"" + first.dir() + "/state\"\n");
+  EXPECT_EQ(same_state.RunToExit({}), 1);
+  EXPECT_NE(same_state.log().find("another csi-proxy uses the state directory " + first.dir() + "/state"),
+            std::string::npos)
+      << same_state.log();
+  EXPECT_EQ(same_state.log().find("echo group ready"), std::string::npos) << same_state.log();
+  // The first host never noticed.
+  v1::EchoRequest req;
+  req.set_text("x");
+  v1::EchoResponse resp;
+  EXPECT_TRUE(Call(Dial(first.endpoint("csi-proxy-echo-v1")), "/v1.Echo/Echo", req, &resp).ok());
+  EXPECT_EQ(first.Stop(), 0);
+}
+
 TEST(RequestSize, ARequestLargerThanTheGroupAcceptsIsRefusedAndCostsNoLogVolume) {
   HostProcess host("[groups.echo]\n");
   ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
