@@ -4,8 +4,10 @@
 #include <condition_variable>
 #include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace csi_proxy::host {
 
@@ -25,6 +27,23 @@ struct GroupExecutor::State {
   int starting = 0;  // workers started for a queued task that have not taken one yet
   bool stopping = false;
   uint64_t refused = 0;
+  // Every worker is joined once it has ended (a thread still running at exit would race the process's own exit);
+  // only one still busy past Stop's deadline is detached.
+  std::map<std::thread::id, std::thread> workers;
+  std::vector<std::thread::id> ended;
+
+  // Takes the threads of ended workers, to be joined outside the lock.
+  std::vector<std::thread> TakeEnded() {
+    std::vector<std::thread> out;
+    for (auto id : ended) {
+      auto it = workers.find(id);
+      if (it == workers.end()) continue;
+      out.push_back(std::move(it->second));
+      workers.erase(it);
+    }
+    ended.clear();
+    return out;
+  }
 
   static void Work(std::shared_ptr<State> self) {
     State& s = *self;
@@ -51,9 +70,18 @@ struct GroupExecutor::State {
       s.done.notify_all();
     }
     --s.threads;
+    s.ended.push_back(std::this_thread::get_id());
     s.done.notify_all();
   }
 };
+
+namespace {
+void JoinAll(std::vector<std::thread>& threads) {
+  for (auto& t : threads) {
+    if (t.joinable()) t.join();
+  }
+}
+}  // namespace
 
 GroupExecutor::GroupExecutor(std::string group, Limits limits)
     : state_(std::make_shared<State>(std::move(group), limits)) {}
@@ -61,6 +89,12 @@ GroupExecutor::GroupExecutor(std::string group, Limits limits)
 GroupExecutor::~GroupExecutor() { Stop(std::chrono::steady_clock::now()); }
 
 Status GroupExecutor::Submit(Task task) {
+  std::vector<std::thread> ended;
+  {
+    std::lock_guard lock(state_->mu);
+    ended = state_->TakeEnded();
+  }
+  JoinAll(ended);
   std::unique_lock lock(state_->mu);
   State& s = *state_;
   if (s.stopping) return Unavailable("group '" + s.group + "' is stopping; retry later");
@@ -104,7 +138,8 @@ Status GroupExecutor::Submit(Task task) {
     ++s.starting;
     s.queued_bytes += task.bytes;
     s.queue.push_back(std::move(task));
-    std::thread(&State::Work, state_).detach();
+    std::thread worker(&State::Work, state_);
+    s.workers.emplace(worker.get_id(), std::move(worker));
     return Status::Ok();
   }
   if (s.queue.size() - takers < s.limits.max_queued && s.queued_bytes + task.bytes <= s.limits.max_queued_bytes) {
@@ -122,6 +157,7 @@ std::vector<std::string> GroupExecutor::Stop(std::chrono::steady_clock::time_poi
   State& s = *state_;
   std::deque<Task> cancelled;
   std::vector<std::string> still_running;
+  std::vector<std::thread> ended;
   {
     std::unique_lock lock(s.mu);
     s.stopping = true;
@@ -130,7 +166,12 @@ std::vector<std::string> GroupExecutor::Stop(std::chrono::steady_clock::time_poi
     cancelled.swap(s.queue);
     s.queued_bytes = 0;
     still_running.assign(s.running.begin(), s.running.end());
+    ended = s.TakeEnded();
+    // Busy past the deadline: left to finish on their own (they hold the state).
+    for (auto& [id, worker] : s.workers) worker.detach();
+    s.workers.clear();
   }
+  JoinAll(ended);
   for (auto& task : cancelled) {
     if (task.cancel) task.cancel();
   }
