@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "block_probe_linux.h"
 #include "confined_open_linux.h"
@@ -546,7 +547,14 @@ Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const com
     return Status(Code::kAborted, "the mount at " + QuotePath(target.path) + " changed while being unmounted");
   }
   const std::string path = "/proc/self/fd/" + std::to_string(parent.dir.get()) + "/" + parent.name;
-  if (umount2(path.c_str(), UMOUNT_NOFOLLOW) != 0) {
+  // A path lookup that passes through the mount at this moment (another call statting mount points, a scan of
+  // /proc) pins it for microseconds and makes umount2 fail with EBUSY: only a mount still busy after a second is.
+  int rc = umount2(path.c_str(), UMOUNT_NOFOLLOW);
+  for (int attempt = 0; rc != 0 && errno == EBUSY && attempt < 50; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rc = umount2(path.c_str(), UMOUNT_NOFOLLOW);
+  }
+  if (rc != 0) {
     int err = errno;
     if (err == EBUSY) return FailedPrecondition("target_path " + QuotePath(target.path) + " is busy (files open?)");
     return Internal(ErrnoMessage("unmounting " + QuotePath(target.path), err));
