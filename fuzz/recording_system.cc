@@ -50,4 +50,7 @@ std::unique_ptr<ServiceManager> MakeServiceManager(const SystemBackendOptions&) 
   return std::make_unique<RecordingServiceManager>();
 }
 
+// The harness runs in no service unit of its own.
+std::string OwnServiceUnit() { return ""; }
+
 }  // namespace csi_proxy::system
