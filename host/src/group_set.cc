@@ -13,8 +13,7 @@ void GroupSet::Load(const HostConfig& config) {
     }
     auto plugin = LoadPlugin(group, config, registry_);
     if (!plugin.ok()) {
-      // As at start: a required group, or a mistake in the group's keys, would stop the host.
-      bool fatal = group.required || plugin.status().code() == Code::kInvalidArgument;
+      bool fatal = RefusalStopsTheHost(group, plugin.status());
       spdlog::error("{}{}", plugin.status().message(), fatal ? " (a start would be refused)" : " (would be skipped)");
       (fatal ? refusals_ : skipped_).push_back(plugin.status().message());
       required_failed_ = required_failed_ || fatal;

@@ -179,8 +179,7 @@ Status HostRuntime::Start(const HostConfig& config) {
     }
     auto runtime = GroupRuntime::Load(group, config, RegistryOf(groups_, ""));
     if (!runtime.ok()) {
-      // A mistake in the group's own keys is a configuration error, whatever `required` says.
-      bool fatal = group.required || runtime.status().code() == Code::kInvalidArgument;
+      bool fatal = RefusalStopsTheHost(group, runtime.status());
       spdlog::error(
           "{}{}", runtime.status().message(),
           fatal ? (group.required ? " (required: refusing to start)" : " (a configuration error: refusing to start)")

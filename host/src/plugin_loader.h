@@ -62,6 +62,12 @@ class LoadedPlugin {
 StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, const HostConfig& host,
                                                    EndpointRegistry& registry);
 
+// Whether a group that failed to load with `refusal` stops the host (or a start --check-config simulates): a
+// required group, or a mistake in the group's own keys (INVALID_ARGUMENT); otherwise the group is skipped.
+inline bool RefusalStopsTheHost(const GroupConfig& group, const Status& refusal) {
+  return group.required || refusal.code() == Code::kInvalidArgument;
+}
+
 // The TOML document a group receives: [host] node-wide settings and [group] its own keys.
 std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host);
 
