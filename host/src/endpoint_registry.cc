@@ -1,6 +1,9 @@
 // Validation of service descriptions and the endpoint table.
 #include "endpoint_registry.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
+
 #include <algorithm>
 
 #include "abi_struct.h"
@@ -16,6 +19,32 @@ bool IsIdentifier(const std::string& s, bool allow_dots) {
     if (!ok) return false;
   }
   return true;
+}
+
+// Reads a library's descriptor set and checks that it builds (every import present) and defines the service with
+// every registered method. Answers the files' serialized protos, imports first as the set lists them.
+StatusOr<std::vector<std::string>> ReadDescriptorSet(const csi_proxy_service_desc& d, const ServiceRegistration& reg) {
+  namespace pb = google::protobuf;
+  const std::string what = "service " + reg.service_name + ": its file descriptor set ";
+  if (d.file_descriptor_set_size > 0 && d.file_descriptor_set == nullptr) return InvalidArgument(what + "is null");
+  if (d.file_descriptor_set_size > (64u << 20)) return InvalidArgument(what + "is larger than 64 MiB");
+  pb::FileDescriptorSet set;
+  if (!set.ParseFromArray(d.file_descriptor_set, static_cast<int>(d.file_descriptor_set_size))) {
+    return InvalidArgument(what + "does not parse");
+  }
+  pb::DescriptorPool pool;
+  std::vector<std::string> files;
+  for (const auto& file : set.file()) {
+    if (pool.BuildFile(file) == nullptr) return InvalidArgument(what + "does not build at " + file.name());
+    files.push_back(file.SerializeAsString());
+  }
+  const pb::ServiceDescriptor* service = pool.FindServiceByName(reg.service_name);
+  if (service == nullptr) return InvalidArgument(what + "does not define it");
+  for (const auto& [path, handler] : reg.methods) {
+    const std::string name = path.substr(path.rfind('/') + 1);
+    if (service->FindMethodByName(name) == nullptr) return InvalidArgument(what + "has no method " + name);
+  }
+  return files;
 }
 
 }  // namespace
@@ -48,7 +77,11 @@ StatusOr<ServiceRegistration> ReadServiceDesc(const csi_proxy_service_desc* desc
       return InvalidArgument("service " + reg.service_name + ": method " + std::to_string(i) +
                              " has no valid name or handler");
     }
-    reg.methods.push_back({"/" + reg.service_name + "/" + m.name, MethodHandler{m.handler, m.plugin_method_ctx}});
+    reg.methods.push_back(
+        {"/" + reg.service_name + "/" + m.name, MethodHandler{m.handler, m.plugin_method_ctx, m.flags}});
+  }
+  if (d.file_descriptor_set != nullptr || d.file_descriptor_set_size > 0) {
+    CSI_PROXY_ASSIGN_OR_RETURN(reg.file_descriptors, ReadDescriptorSet(d, reg));
   }
   return reg;
 }
@@ -81,6 +114,12 @@ void EndpointRegistry::Commit(const std::string& group, const std::string& libra
     e.version = s.version;
     e.library = library;
     for (auto& [path, handler] : s.methods) e.methods[path] = handler;
+    e.services.push_back(s.service_name);
+    for (auto& file : s.file_descriptors) {
+      if (std::find(e.file_descriptors.begin(), e.file_descriptors.end(), file) == e.file_descriptors.end()) {
+        e.file_descriptors.push_back(std::move(file));
+      }
+    }
   }
 }
 

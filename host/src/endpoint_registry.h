@@ -2,6 +2,7 @@
 // initialise (single-threaded), read-only while serving.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -15,6 +16,8 @@ namespace csi_proxy::host {
 struct MethodHandler {
   csi_proxy_plugin_handler_fn fn = nullptr;
   void* plugin_method_ctx = nullptr;
+  uint32_t flags = 0;  // CSI_PROXY_METHOD_* (0 from a version-1 library: mutating)
+  bool read_only() const { return (flags & CSI_PROXY_METHOD_READ_ONLY) != 0; }
 };
 
 struct Endpoint {
@@ -23,6 +26,10 @@ struct Endpoint {
   std::string version;
   std::string library;                                     // the file that serves it
   std::unordered_map<std::string, MethodHandler> methods;  // full method path -> handler
+  std::vector<std::string> services;                       // the package-qualified service names
+  // Serialized google.protobuf.FileDescriptorProto of every file the services need (imports first), as the
+  // library handed them over; empty when the library gave none (a version-1 library).
+  std::vector<std::string> file_descriptors;
 };
 
 // One service as a plugin asked to register it; validated and copied out of the plugin's memory.
@@ -30,6 +37,7 @@ struct ServiceRegistration {
   std::string version;
   std::string service_name;
   std::vector<std::pair<std::string, MethodHandler>> methods;  // full path, handler
+  std::vector<std::string> file_descriptors;                   // serialized FileDescriptorProtos, imports first
 };
 
 // Copies and validates a plugin's service description (sizes, names, handlers).

@@ -1,7 +1,8 @@
 // protoc-gen-csi-proxy: the SDK's protoc plugin. Beside protoc's --cpp_out it writes, for every .proto, a header
 // <stem>.csi.h that names each service of the file for csi_proxy::sdk (its API version, its package-qualified
 // service name, and per method the name and the request and response types) and a source <stem>.csi.cc that
-// carries the file's serialized FileDescriptorProto. Templates that adapt several API versions take the
+// carries the serialized FileDescriptorSet of the file and everything it imports (handed to the host, which
+// serves it through gRPC reflection). Templates that adapt several API versions take the
 // generated struct, so no version's names are typed by hand:
 //
 //   // v1/filesystem.proto: package v1; service Filesystem { rpc PathExists(...) returns (...); }
@@ -136,7 +137,7 @@ class CsiProxyGenerator : public pb::compiler::CodeGenerator {
     OpenNamespace(p, package);
     p.Print(
         "\n"
-        "// The serialized FileDescriptorProto of $file$ (defined in $stem$.csi.cc).\n"
+        "// The serialized FileDescriptorSet of $file$ and its imports, imports first (defined in $stem$.csi.cc).\n"
         "extern const unsigned char $symbol$[];\n"
         "extern const std::size_t $symbol$Size;\n",
         "file", file->name(), "stem", stem, "symbol", FileSymbol(file->name()));
@@ -147,8 +148,12 @@ class CsiProxyGenerator : public pb::compiler::CodeGenerator {
           "// service $full$ of $file$\n"
           "struct $name$Api {\n"
           "  static constexpr std::string_view kVersion = \"$version$\";\n"
-          "  static constexpr std::string_view kService = \"$full$\";\n",
-          "full", service->full_name(), "file", file->name(), "name", service->name(), "version", package.back());
+          "  static constexpr std::string_view kService = \"$full$\";\n"
+          "  static std::string_view DescriptorSet() {\n"
+          "    return {reinterpret_cast<const char*>($symbol$), $symbol$Size};\n"
+          "  }\n",
+          "full", service->full_name(), "file", file->name(), "name", service->name(), "version", package.back(),
+          "symbol", FileSymbol(file->name()));
       for (int m = 0; m < service->method_count(); ++m) {
         const pb::MethodDescriptor* method = service->method(m);
         p.Print(
@@ -169,12 +174,21 @@ class CsiProxyGenerator : public pb::compiler::CodeGenerator {
     CloseNamespace(p, package);
   }
 
+  // Appends `file` to `set` after everything it imports, each file once.
+  static void AddWithImports(const pb::FileDescriptor* file, pb::FileDescriptorSet& set) {
+    for (const auto& f : set.file()) {
+      if (f.name() == file->name()) return;
+    }
+    for (int i = 0; i < file->dependency_count(); ++i) AddWithImports(file->dependency(i), set);
+    file->CopyTo(set.add_file());
+  }
+
   static void WriteSource(const pb::FileDescriptor* file, const std::vector<std::string>& package,
                           const std::string& stem, pb::compiler::GeneratorContext* context) {
-    pb::FileDescriptorProto proto;
-    file->CopyTo(&proto);
+    pb::FileDescriptorSet set;
+    AddWithImports(file, set);
     std::string bytes;
-    proto.SerializeToString(&bytes);
+    set.SerializeToString(&bytes);
 
     std::unique_ptr<pb::io::ZeroCopyOutputStream> out(context->Open(stem + ".csi.cc"));
     pb::io::Printer p(out.get(), '$');

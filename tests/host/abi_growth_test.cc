@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "csi_proxy/plugin_abi.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "v1/echo.pb.h"
@@ -31,11 +32,19 @@ void ExpectLoadsAndServes(const std::string& group, const std::string& load_line
 TEST(AbiGrowth, ALibraryWhoseStructsAreLargerThanTheHostKnowsLoadsAndServes) {
   // Appended fields in its answer, function table, service and method descriptions, a larger method stride,
   // and a peer-credentials struct the host must fill without writing past the fields it knows.
-  ExpectLoadsAndServes("larger", "group 'larger' loaded from " + Fixture("larger") + " (plugin version 2.0.0, ABI 1)");
+  ExpectLoadsAndServes("larger", "group 'larger' loaded from " + Fixture("larger") + " (plugin version 2.0.0, ABI " +
+                                       std::to_string(CSI_PROXY_ABI_VERSION_CURRENT) + ")");
 }
 
-TEST(AbiGrowth, ALibraryThatSpeaksVersionsOneToTwoLoadsIntoAVersionOneHost) {
-  ExpectLoadsAndServes("range", "group 'range' loaded from " + Fixture("range") + " (plugin version 1.2.0, ABI 1)");
+TEST(AbiGrowth, ALibraryThatSpeaksALaterVersionTooAnswersTheHostsNewest) {
+  ExpectLoadsAndServes("range", "group 'range' loaded from " + Fixture("range") + " (plugin version 1.2.0, ABI " +
+                                    std::to_string(CSI_PROXY_ABI_VERSION_CURRENT) + ")");
+}
+
+TEST(AbiGrowth, ALibraryBuiltAgainstTheVersionOneHeaderLoadsAndServes) {
+  static_assert(CSI_PROXY_ABI_VERSION_CURRENT > CSI_PROXY_ABI_VERSION_1);
+  ExpectLoadsAndServes("version1",
+                       "group 'version1' loaded from " + Fixture("version1") + " (plugin version 1.0.0, ABI 1)");
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ std::vector<RefusalCase> Cases() {
       {"missing", "/nonexistent/libcsi-proxy-missing.so", "the library file does not exist"},
       {"noentry", Fixture("noentry"),
        "the library does not export csi_proxy_plugin_negotiate; it is not a csi-proxy group library"},
-      {"abifuture", Fixture("abifuture"), "the library speaks ABI version 99; this host speaks 1 to 1"},
+      {"abifuture", Fixture("abifuture"), "the library speaks ABI version 99; this host speaks 1 to 2"},
       {"truncated", Fixture("truncated"),
        "the negotiation answer is truncated or malformed: struct_size 12, expected at least 40"},
       {"truncapi", Fixture("truncapi"),

@@ -14,12 +14,13 @@
 namespace csi_proxy::sdk {
 namespace {
 
-// While this header's version is 1, every version-1 struct is its whole struct.
+// Every struct version 2 did not grow is still its version-1 whole; the two that grew start their appended
+// fields right after version 1's.
 static_assert(CSI_PROXY_ABI_VERSION_MIN == CSI_PROXY_ABI_VERSION_1);
 static_assert(CSI_PROXY_HOST_OFFER_V1_SIZE == sizeof(csi_proxy_host_offer));
 static_assert(CSI_PROXY_PLUGIN_ANSWER_V1_SIZE == sizeof(csi_proxy_plugin_answer));
-static_assert(CSI_PROXY_METHOD_DESC_V1_SIZE == sizeof(csi_proxy_method_desc));
-static_assert(CSI_PROXY_SERVICE_DESC_V1_SIZE == sizeof(csi_proxy_service_desc));
+static_assert(CSI_PROXY_METHOD_DESC_V1_SIZE == offsetof(csi_proxy_method_desc, flags));
+static_assert(CSI_PROXY_SERVICE_DESC_V1_SIZE == offsetof(csi_proxy_service_desc, file_descriptor_set));
 static_assert(CSI_PROXY_PEER_CREDENTIALS_V1_SIZE == sizeof(csi_proxy_peer_credentials));
 static_assert(CSI_PROXY_HOST_API_V1_SIZE == sizeof(csi_proxy_host_api));
 static_assert(CSI_PROXY_PLUGIN_API_V1_SIZE == sizeof(csi_proxy_plugin_api));

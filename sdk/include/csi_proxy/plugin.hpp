@@ -248,6 +248,7 @@ struct MethodBase {
   virtual ~MethodBase() = default;
   virtual void Handle(csi_proxy_host_call* call, const uint8_t* request, size_t size) = 0;
   std::string name;
+  uint32_t flags = 0;  // CSI_PROXY_METHOD_*
 
   static void Trampoline(void* ctx, csi_proxy_host_call* call, const uint8_t* request, size_t size) noexcept {
     static_cast<MethodBase*>(ctx)->Handle(call, request, size);
@@ -284,15 +285,22 @@ class Responder {
   csi_proxy_host_call* call_;
 };
 
+// What a method does to the node, declared with it (the host may let more callers reach read-only methods).
+enum MethodFlags : uint32_t {
+  kMutating = 0,                          // changes the node (the default, and what a method without flags counts as)
+  kReadOnly = CSI_PROXY_METHOD_READ_ONLY,  // only reads: no mount, format, file, session or service state changes
+};
+
 // Collects the methods of one gRPC service of one API version.
 class ServiceBuilder {
  public:
-  ServiceBuilder(std::string version, std::string service_name)
-      : version_(std::move(version)), service_name_(std::move(service_name)) {}
+  // `descriptor_set`: the serialized FileDescriptorSet defining the service (static storage), or empty.
+  ServiceBuilder(std::string version, std::string service_name, std::string_view descriptor_set = {})
+      : version_(std::move(version)), service_name_(std::move(service_name)), descriptor_set_(descriptor_set) {}
 
   // A handler that answers before it returns: Status fn(const Req&, Resp&, CallContext&).
   template <typename Req, typename Resp, typename Fn>
-  ServiceBuilder& Unary(std::string name, Fn fn) {
+  ServiceBuilder& Unary(std::string name, Fn fn, MethodFlags flags = kMutating) {
     struct Method : internal::MethodBase {
       Fn fn;
       explicit Method(Fn f) : fn(std::move(f)) {}
@@ -315,13 +323,13 @@ class ServiceBuilder {
         internal::CompleteCall(call, status, bytes);
       }
     };
-    Add(std::move(name), std::make_unique<Method>(std::move(fn)));
+    Add(std::move(name), flags, std::make_unique<Method>(std::move(fn)));
     return *this;
   }
 
   // A handler that may answer later from any thread: void fn(Req request, Responder<Resp> responder).
   template <typename Req, typename Resp, typename Fn>
-  ServiceBuilder& AsyncUnary(std::string name, Fn fn) {
+  ServiceBuilder& AsyncUnary(std::string name, Fn fn, MethodFlags flags = kMutating) {
     struct Method : internal::MethodBase {
       Fn fn;
       explicit Method(Fn f) : fn(std::move(f)) {}
@@ -337,32 +345,37 @@ class ServiceBuilder {
         }
       }
     };
-    Add(std::move(name), std::make_unique<Method>(std::move(fn)));
+    Add(std::move(name), flags, std::make_unique<Method>(std::move(fn)));
     return *this;
   }
 
   // The same, with the method named by its generated struct (Method::kName, Method::Request, Method::Response).
   template <typename Method, typename Fn>
-  ServiceBuilder& Unary(Fn fn) {
-    return Unary<typename Method::Request, typename Method::Response>(std::string(Method::kName), std::move(fn));
+  ServiceBuilder& Unary(Fn fn, MethodFlags flags = kMutating) {
+    return Unary<typename Method::Request, typename Method::Response>(std::string(Method::kName), std::move(fn),
+                                                                       flags);
   }
   template <typename Method, typename Fn>
-  ServiceBuilder& AsyncUnary(Fn fn) {
-    return AsyncUnary<typename Method::Request, typename Method::Response>(std::string(Method::kName), std::move(fn));
+  ServiceBuilder& AsyncUnary(Fn fn, MethodFlags flags = kMutating) {
+    return AsyncUnary<typename Method::Request, typename Method::Response>(std::string(Method::kName), std::move(fn),
+                                                                            flags);
   }
 
   const std::string& version() const { return version_; }
   const std::string& service_name() const { return service_name_; }
+  std::string_view descriptor_set() const { return descriptor_set_; }
   const std::vector<std::unique_ptr<internal::MethodBase>>& methods() const { return methods_; }
 
  private:
-  void Add(std::string name, std::unique_ptr<internal::MethodBase> method) {
+  void Add(std::string name, MethodFlags flags, std::unique_ptr<internal::MethodBase> method) {
     method->name = std::move(name);
+    method->flags = flags;
     methods_.push_back(std::move(method));
   }
 
   std::string version_;
   std::string service_name_;
+  std::string_view descriptor_set_;
   std::vector<std::unique_ptr<internal::MethodBase>> methods_;
 };
 
@@ -374,15 +387,17 @@ class Host {
   const PluginConfig& config() const { return config_; }
 
   // Declares a service; its methods are registered with the host when Init returns successfully.
-  ServiceBuilder& AddService(std::string version, std::string service_name) {
-    services_.push_back(std::make_unique<ServiceBuilder>(std::move(version), std::move(service_name)));
+  ServiceBuilder& AddService(std::string version, std::string service_name, std::string_view descriptor_set = {}) {
+    services_.push_back(
+        std::make_unique<ServiceBuilder>(std::move(version), std::move(service_name), descriptor_set));
     return *services_.back();
   }
 
-  // The same, with the service named by its generated struct (Api::kVersion, Api::kService).
+  // The same, with the service named by its generated struct (Api::kVersion, Api::kService), whose descriptors
+  // the host then serves through gRPC reflection.
   template <typename Api>
   ServiceBuilder& AddService() {
-    return AddService(std::string(Api::kVersion), std::string(Api::kService));
+    return AddService(std::string(Api::kVersion), std::string(Api::kService), Api::DescriptorSet());
   }
 
   std::vector<std::unique_ptr<ServiceBuilder>>& services() { return services_; }
@@ -426,6 +441,7 @@ inline Status RegisterServices(const csi_proxy_host_api* api, Host& host) {
       d.name = m->name.c_str();
       d.handler = &MethodBase::Trampoline;
       d.plugin_method_ctx = m.get();
+      d.flags = m->flags;
       methods.push_back(d);
     }
     csi_proxy_service_desc desc{};
@@ -435,6 +451,8 @@ inline Status RegisterServices(const csi_proxy_host_api* api, Host& host) {
     desc.methods = methods.data();
     desc.method_count = methods.size();
     desc.method_desc_size = sizeof(csi_proxy_method_desc);
+    desc.file_descriptor_set = reinterpret_cast<const uint8_t*>(service->descriptor_set().data());
+    desc.file_descriptor_set_size = service->descriptor_set().size();
     csi_proxy_status_code code = api->register_service(api->host, &desc);
     if (code != CSI_PROXY_STATUS_OK) {
       return Status(static_cast<Code>(code), "the host refused service " + service->service_name());

@@ -51,6 +51,9 @@
  *              already was: CSI_PROXY_ABI_VERSION_MIN, the CSI_PROXY_*_V1_SIZE and CSI_PROXY_GROUP_NAME_MAX
  *              constants, the remaining gRPC status codes, and the negotiation, concurrency and group-name
  *              rules above.
+ *   version 2: appended csi_proxy_method_desc.flags (CSI_PROXY_METHOD_READ_ONLY) and
+ *              csi_proxy_service_desc.file_descriptor_set/_size. A version-1 library reads as flags 0 (every
+ *              method may change the node) and no descriptors (its services are served but not reflected).
  */
 #ifndef CSI_PROXY_PLUGIN_ABI_H
 #define CSI_PROXY_PLUGIN_ABI_H
@@ -63,8 +66,9 @@ extern "C" {
 #endif
 
 #define CSI_PROXY_ABI_VERSION_1 1u
+#define CSI_PROXY_ABI_VERSION_2 2u
 /* The newest version this header describes. */
-#define CSI_PROXY_ABI_VERSION_CURRENT CSI_PROXY_ABI_VERSION_1
+#define CSI_PROXY_ABI_VERSION_CURRENT CSI_PROXY_ABI_VERSION_2
 /* The oldest version this header describes: the first one, for as long as every version only appends. */
 #define CSI_PROXY_ABI_VERSION_MIN CSI_PROXY_ABI_VERSION_1
 
@@ -169,11 +173,19 @@ typedef csi_proxy_status_code (*csi_proxy_plugin_negotiate_fn)(const csi_proxy_h
 typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_host_call* call, const uint8_t* request,
                                             size_t request_size);
 
+/* Bits of csi_proxy_method_desc.flags. Unknown bits are ignored by the host. */
+/* The method only reads: it changes nothing on the node (no mount, format, file, session or service state).
+ * The host may let more callers reach it than the group's mutating methods (see the configuration's
+ * read_only_uids and read_only_gids). A method without this bit counts as mutating. */
+#define CSI_PROXY_METHOD_READ_ONLY (1u << 0)
+
 typedef struct csi_proxy_method_desc {
   size_t struct_size;
   const char* name; /* the RPC name, e.g. "PathExists"; the path is /<service_name>/<name> */
   csi_proxy_plugin_handler_fn handler;
   void* plugin_method_ctx; /* plugin-owned; must stay valid until shutdown returns */
+  /* since version 2 */
+  uint32_t flags; /* CSI_PROXY_METHOD_* bits */
 } csi_proxy_method_desc;
 #define CSI_PROXY_METHOD_DESC_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_method_desc, plugin_method_ctx)
 
@@ -185,6 +197,13 @@ typedef struct csi_proxy_service_desc {
   const csi_proxy_method_desc* methods;
   size_t method_count;
   size_t method_desc_size; /* the array's stride: sizeof(csi_proxy_method_desc) as the plugin knows it */
+  /* since version 2 */
+  /* A serialized google.protobuf.FileDescriptorSet holding the .proto file that defines the service and every
+   * file it imports, for gRPC server reflection and JSON tools; NULL with size 0 when the library has none.
+   * Plugin-owned; the host copies it during register_service. The host refuses a service whose set does not
+   * parse or does not define service_name with the registered methods. */
+  const uint8_t* file_descriptor_set;
+  size_t file_descriptor_set_size;
 } csi_proxy_service_desc;
 #define CSI_PROXY_SERVICE_DESC_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_service_desc, method_desc_size)
 
