@@ -31,27 +31,31 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
 
   void OnReadDone(bool ok) override {
     if (!ok) return Answer(CSI_PROXY_STATUS_INVALID_ARGUMENT, "the call carried no request message", {});
-    std::shared_ptr<const EndpointBinding> binding = router_->binding();
-    const Endpoint& endpoint = *binding->endpoint;
+    started_ = std::chrono::steady_clock::now();
+    binding_ = router_->binding();
+    const Endpoint& endpoint = *binding_->endpoint;
     auto it = endpoint.methods.find(ctx_->method());
-    if (it == endpoint.methods.end()) {
+    handler_ = it == endpoint.methods.end() ? nullptr : &it->second;
+    if (binding_->observer) binding_->observer->OnStarted(endpoint, ctx_->method(), handler_);
+    if (handler_ == nullptr) {
       return Answer(CSI_PROXY_STATUS_UNIMPLEMENTED,
                     "unknown method " + ctx_->method() + " on endpoint " + endpoint.name, {});
     }
-    if (size_t size = request_.Length(); size > binding->max_request_bytes) {
+    if (size_t size = request_.Length(); size > binding_->max_request_bytes) {
       return Answer(CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
                     "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
-                        "' accepts at most " + std::to_string(binding->max_request_bytes),
+                        "' accepts at most " + std::to_string(binding_->max_request_bytes),
                     {});
     }
     CallInfo info{endpoint.group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
     auto call = std::make_shared<csi_proxy_host_call>(std::move(info), RequestBytes(), this);
+    answered_call_.store(call.get(), std::memory_order_release);
     {
       std::lock_guard lock(mu_);
       if (cancelled_) return call->Abandon(CancelCode(), CancelMessage());
       call_ = call;
     }
-    Status started = binding->dispatcher->Dispatch(it->second, call);
+    Status started = binding_->dispatcher->Dispatch(*handler_, call);
     if (!started.ok()) call->Abandon(static_cast<csi_proxy_status_code>(started.code()), started.message());
   }
 
@@ -75,6 +79,14 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
   // CallAnswerSink: called once, by whoever answers first.
   void Answer(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
     if (finished_.exchange(true)) return;
+    if (binding_ && binding_->observer) {
+      const csi_proxy_host_call* call = answered_call_.load(std::memory_order_acquire);
+      const PeerCredentials peer = call != nullptr ? call->info().peer : peers_->Get(ctx_->peer());
+      binding_->observer->OnFinished(CallEvent{*binding_->endpoint, ctx_->method(), handler_, peer,
+                                               call != nullptr ? std::string_view(call->request()) : std::string_view(),
+                                               code, code == CSI_PROXY_STATUS_OK ? std::string_view() : message,
+                                               std::chrono::steady_clock::now() - started_});
+    }
     if (code == CSI_PROXY_STATUS_OK) {
       grpc::Slice slice(response.data(), response.size());
       response_ = grpc::ByteBuffer(&slice, 1);
@@ -108,6 +120,11 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
   grpc::GenericCallbackServerContext* ctx_;
   const Router* router_;
   const PeerTable* peers_;
+  // Set in OnReadDone, before anything can answer the call except a failed read.
+  std::shared_ptr<const EndpointBinding> binding_;
+  const MethodHandler* handler_ = nullptr;  // owned by binding_'s endpoint; null when the method is unknown
+  std::chrono::steady_clock::time_point started_;
+  std::atomic<const csi_proxy_host_call*> answered_call_{nullptr};  // kept alive by call_ (or the caller of Answer)
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
   std::atomic<bool> finished_{false};

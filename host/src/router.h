@@ -6,7 +6,9 @@
 #include <grpcpp/generic/async_generic_service.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <string_view>
 
 #include "call_handle.h"
 #include "csi_proxy/status.hpp"
@@ -24,12 +26,36 @@ class CallDispatcher {
   virtual Status Dispatch(const MethodHandler& handler, CallHandle call) = 0;
 };
 
+// A call the router has answered, as observers see it.
+struct CallEvent {
+  const Endpoint& endpoint;
+  std::string_view method;        // the full method path, /<service>/<method>
+  const MethodHandler* handler;   // null when the endpoint has no such method
+  const PeerCredentials& peer;
+  std::string_view request;       // the request bytes; empty when the call was refused before they were kept
+  csi_proxy_status_code code;     // the answer's status
+  std::string_view message;       // its status message (empty on success)
+  std::chrono::steady_clock::duration elapsed;  // from the request read to the answer
+};
+
+// Sees every call an endpoint reads: metrics and the audit log. Called on gRPC's threads or the thread that
+// answers the call; must be thread-safe and must not block.
+class CallObserver {
+ public:
+  virtual ~CallObserver() = default;
+  // The request was read and the method looked up (handler null when unknown).
+  virtual void OnStarted(const Endpoint& endpoint, std::string_view method, const MethodHandler* handler) = 0;
+  // The call was answered; exactly once per OnStarted.
+  virtual void OnFinished(const CallEvent& event) = 0;
+};
+
 // What serves an endpoint now: its methods and the dispatcher (the group instance) that owns them. A reload that
 // upgrades the group binds the endpoint to the new instance; calls already read keep the binding they started with.
 struct EndpointBinding {
   const Endpoint* endpoint = nullptr;  // owned by `dispatcher`
   std::shared_ptr<CallDispatcher> dispatcher;
   size_t max_request_bytes = 0;  // larger requests are refused before they are dispatched
+  std::shared_ptr<CallObserver> observer;  // may be null
 };
 
 class Router final : public grpc::CallbackGenericService {
