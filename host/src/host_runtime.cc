@@ -105,14 +105,19 @@ EndpointRegistry HostRuntime::RegistryOf(const Runtimes& runtimes, const std::st
   return registry;
 }
 
+std::shared_ptr<const EndpointBinding> HostRuntime::BindingOf(const Endpoint& endpoint,
+                                                               const std::shared_ptr<GroupRuntime>& runtime) const {
+  return std::make_shared<EndpointBinding>(
+      EndpointBinding{&endpoint, runtime, runtime->max_request_bytes(), call_observers_});
+}
+
 Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   // New sockets first: if one cannot be created, nothing has changed yet.
   std::vector<std::string> created;
   Status failed;
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
-    auto binding = std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime, runtime->max_request_bytes()});
-    auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, binding);
+    auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
     failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()));
     if (!failed.ok()) break;
@@ -128,8 +133,7 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
     if (std::find(created.begin(), created.end(), name) != created.end()) {
       accept_loop_.Add(server->fd(), [server](int conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
     } else {
-      server->Rebind(
-          std::make_shared<EndpointBinding>(EndpointBinding{&endpoint, runtime, runtime->max_request_bytes()}));
+      server->Rebind(BindingOf(endpoint, runtime));
     }
   }
   return Status::Ok();

@@ -79,6 +79,9 @@ class HostRuntime {
 
   // The endpoints of every instance in `runtimes` except `skip`, for conflict checks when loading.
   static EndpointRegistry RegistryOf(const Runtimes& runtimes, const std::string& skip);
+  // What an endpoint of `runtime` is bound to: its methods, its instance, its limits and the call observers.
+  std::shared_ptr<const EndpointBinding> BindingOf(const Endpoint& endpoint,
+                                                   const std::shared_ptr<GroupRuntime>& runtime) const;
   // Serves (or rebinds, when it exists) every endpoint of `runtime`.
   Status Serve(const std::shared_ptr<GroupRuntime>& runtime);
   // Closes the sockets of endpoints bound to `runtime` (except those in `keep`), then ends their servers.
@@ -94,6 +97,7 @@ class HostRuntime {
   Runtimes groups_;                                                   // by [groups.<name>]
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
+  std::vector<std::shared_ptr<CallObserver>> call_observers_;  // every endpoint's (metrics, audit)
   bool started_ = false;
   bool stopped_ = false;
 };

@@ -36,7 +36,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
     const Endpoint& endpoint = *binding_->endpoint;
     auto it = endpoint.methods.find(ctx_->method());
     handler_ = it == endpoint.methods.end() ? nullptr : &it->second;
-    if (binding_->observer) binding_->observer->OnStarted(endpoint, ctx_->method(), handler_);
+    for (const auto& o : binding_->observers) o->OnStarted(endpoint, ctx_->method(), handler_);
     if (handler_ == nullptr) {
       return Answer(CSI_PROXY_STATUS_UNIMPLEMENTED,
                     "unknown method " + ctx_->method() + " on endpoint " + endpoint.name, {});
@@ -79,13 +79,14 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
   // CallAnswerSink: called once, by whoever answers first.
   void Answer(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
     if (finished_.exchange(true)) return;
-    if (binding_ && binding_->observer) {
+    if (binding_ && !binding_->observers.empty()) {
       const csi_proxy_host_call* call = answered_call_.load(std::memory_order_acquire);
       const PeerCredentials peer = call != nullptr ? call->info().peer : peers_->Get(ctx_->peer());
-      binding_->observer->OnFinished(CallEvent{*binding_->endpoint, ctx_->method(), handler_, peer,
-                                               call != nullptr ? std::string_view(call->request()) : std::string_view(),
-                                               code, code == CSI_PROXY_STATUS_OK ? std::string_view() : message,
-                                               std::chrono::steady_clock::now() - started_});
+      const CallEvent event{*binding_->endpoint, ctx_->method(), handler_, peer,
+                            call != nullptr ? std::string_view(call->request()) : std::string_view(),
+                            code, code == CSI_PROXY_STATUS_OK ? std::string_view() : message,
+                            std::chrono::steady_clock::now() - started_};
+      for (const auto& o : binding_->observers) o->OnFinished(event);
     }
     if (code == CSI_PROXY_STATUS_OK) {
       grpc::Slice slice(response.data(), response.size());

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "call_handle.h"
 #include "csi_proxy/status.hpp"
@@ -55,7 +56,7 @@ struct EndpointBinding {
   const Endpoint* endpoint = nullptr;  // owned by `dispatcher`
   std::shared_ptr<CallDispatcher> dispatcher;
   size_t max_request_bytes = 0;  // larger requests are refused before they are dispatched
-  std::shared_ptr<CallObserver> observer;  // may be null
+  std::vector<std::shared_ptr<CallObserver>> observers;  // told of every call, in this order
 };
 
 class Router final : public grpc::CallbackGenericService {
