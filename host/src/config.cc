@@ -101,7 +101,10 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
                                                "socket_group",
                                                "shutdown_timeout_seconds",
                                                "max_connections",
-                                               "max_connections_per_uid"};
+                                               "max_connections_per_uid",
+                                               "max_connections_per_endpoint",
+                                               "handshake_timeout_seconds",
+                                               "idle_timeout_seconds"};
   for (const auto& [key, node] : t) {
     if (!kKnown.count(std::string(key.str()))) {
       return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
@@ -144,6 +147,14 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "max_connections", 16, 1000000, c.max_connections));
   CSI_PROXY_RETURN_IF_ERROR(
       ReadInt(source, t, "host", "max_connections_per_uid", 1, 1000000, c.max_connections_per_uid));
+  CSI_PROXY_RETURN_IF_ERROR(
+      ReadInt(source, t, "host", "max_connections_per_endpoint", 1, 1000000, c.max_connections_per_endpoint));
+  int handshake = static_cast<int>(c.handshake_timeout.count());
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "handshake_timeout_seconds", 1, 3600, handshake));
+  c.handshake_timeout = std::chrono::seconds(handshake);
+  int idle = static_cast<int>(c.idle_timeout.count());
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "idle_timeout_seconds", 1, 7 * 24 * 3600, idle));
+  c.idle_timeout = std::chrono::seconds(idle);
   if (const toml::node* n = t.get("shutdown_timeout_seconds")) {
     auto v = n->value_exact<int64_t>();
     if (!v || *v < 0 || *v > 3600) {

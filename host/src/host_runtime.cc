@@ -37,6 +37,11 @@ ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
   limits.max_per_uid = config.max_connections_per_uid > 0 ? static_cast<size_t>(config.max_connections_per_uid)
                                                           : std::max<size_t>(1, limits.max_total / 4);
   limits.max_per_uid = std::min(limits.max_per_uid, limits.max_total);
+  limits.max_per_endpoint = config.max_connections_per_endpoint > 0
+                                ? static_cast<size_t>(config.max_connections_per_endpoint)
+                                : std::max<size_t>(1, limits.max_total / 4);
+  limits.max_per_endpoint = std::min(limits.max_per_endpoint, limits.max_total);
+  limits.handshake_timeout = config.handshake_timeout;
   return limits;
 }
 
@@ -119,7 +124,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
     if (endpoints_.count(name)) continue;
     auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
-    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()));
+    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()),
+                           config_.idle_timeout);
     if (!failed.ok()) break;
     endpoints_[name] = std::move(server);
     created.push_back(name);
@@ -232,6 +238,18 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     next.endpoint_dir = config_.endpoint_dir;
     next.socket_mode = config_.socket_mode;
     next.socket_group = config_.socket_group;
+  }
+  // The accept loop's limits are set once; endpoints created by a reload keep the idle timeout of the others.
+  if (next.max_connections != config_.max_connections ||
+      next.max_connections_per_uid != config_.max_connections_per_uid ||
+      next.max_connections_per_endpoint != config_.max_connections_per_endpoint ||
+      next.handshake_timeout != config_.handshake_timeout || next.idle_timeout != config_.idle_timeout) {
+    report.notes.push_back("the connection limits and timeouts take effect at the next start");
+    next.max_connections = config_.max_connections;
+    next.max_connections_per_uid = config_.max_connections_per_uid;
+    next.max_connections_per_endpoint = config_.max_connections_per_endpoint;
+    next.handshake_timeout = config_.handshake_timeout;
+    next.idle_timeout = config_.idle_timeout;
   }
   if (next.log_level != config_.log_level) {
     spdlog::set_level(spdlog::level::from_str(next.log_level));
