@@ -39,7 +39,7 @@ ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
   limits.max_per_uid = std::min(limits.max_per_uid, limits.max_total);
   limits.max_per_endpoint = config.max_connections_per_endpoint > 0
                                 ? static_cast<size_t>(config.max_connections_per_endpoint)
-                                : std::max<size_t>(1, limits.max_total / 4);
+                                : std::max<size_t>(1, limits.max_total / 2);
   limits.max_per_endpoint = std::min(limits.max_per_endpoint, limits.max_total);
   limits.handshake_timeout = config.handshake_timeout;
   return limits;

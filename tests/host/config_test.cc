@@ -142,7 +142,7 @@ TEST(Config, TheAdminSocketLivesBesideTheEndpointDirectory) {
 TEST(Config, ConnectionLimitsAndTimeouts) {
   auto defaults = Parse("[host]\n");
   ASSERT_TRUE(defaults.ok()) << defaults.status().message();
-  EXPECT_EQ(defaults->max_connections_per_endpoint, 0);  // a quarter of max_connections
+  EXPECT_EQ(defaults->max_connections_per_endpoint, 0);  // half of max_connections
   EXPECT_EQ(defaults->handshake_timeout, std::chrono::seconds(10));
   EXPECT_EQ(defaults->idle_timeout, std::chrono::seconds(300));
   auto c = Parse(

@@ -218,13 +218,17 @@ TEST(IdleTimeout, AConnectionWithoutCallsIsClosedAndTheClientReconnects) {
   v1::EchoResponse resp;
   ASSERT_TRUE(Call(channel, "/v1.Echo/Echo", req, &resp).ok());
   EXPECT_EQ(SocketsOf(host.pid()), before + 1);
-  // Idle for longer than the timeout: the host closes its side, and the channel notices.
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  // Idle for longer than the timeout: the host sends GOAWAY and closes its side. A client that keeps reading its
+  // connection (grpc-go always does; here, waiting on the channel's state) sees the channel leave READY.
+  EXPECT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY,
+                                          std::chrono::system_clock::now() + std::chrono::seconds(10)));
+  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (SocketsOf(host.pid()) > before && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(SocketsOf(host.pid()), before) << host.log();
-  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
   // The next call on the same channel connects again by itself.
   req.set_text("two");
   auto status = Call(channel, "/v1.Echo/Echo", req, &resp);
