@@ -114,10 +114,10 @@ class AcceptLoop {
 
   std::mutex mu_;
   std::condition_variable changed_;
-  std::map<int, Listener> listeners_;      // guarded by mu_
-  uint64_t generation_ = 0;                // guarded by mu_: bumped by every Add/Remove
-  uint64_t seen_generation_ = 0;           // guarded by mu_: the generation the loop polls with
-  bool stopping_ = false;                  // guarded by mu_
+  std::map<int, Listener> listeners_;  // guarded by mu_
+  uint64_t generation_ = 0;            // guarded by mu_: bumped by every Add/Remove
+  uint64_t seen_generation_ = 0;       // guarded by mu_: the generation the loop polls with
+  bool stopping_ = false;              // guarded by mu_
   int wake_fd_ = -1;
   std::thread thread_;
 };

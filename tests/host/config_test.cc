@@ -145,8 +145,8 @@ TEST(Config, ConnectionLimitsAndTimeouts) {
   EXPECT_EQ(defaults->max_connections_per_endpoint, 0);  // half of max_connections
   EXPECT_EQ(defaults->handshake_timeout, std::chrono::seconds(10));
   EXPECT_EQ(defaults->idle_timeout, std::chrono::seconds(300));
-  auto c = Parse(
-      "[host]\nmax_connections_per_endpoint = 50\nhandshake_timeout_seconds = 2\nidle_timeout_seconds = 60\n");
+  auto c =
+      Parse("[host]\nmax_connections_per_endpoint = 50\nhandshake_timeout_seconds = 2\nidle_timeout_seconds = 60\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->max_connections_per_endpoint, 50);
   EXPECT_EQ(c->handshake_timeout, std::chrono::seconds(2));

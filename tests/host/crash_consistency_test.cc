@@ -50,8 +50,8 @@ unsigned ModeOf(const std::string& path) {
 struct Requested {
   std::mutex mu;
   std::set<std::string> secrets;
-  std::set<std::string> portals;  // "address port"
-  std::atomic<int> answered{0};    // mutating calls that succeeded, so the test is known to have done something
+  std::set<std::string> portals;    // "address port"
+  std::atomic<int> answered{0};     // mutating calls that succeeded, so the test is known to have done something
   std::atomic<int> temporaries{0};  // temporaries found after kills, i.e. writes a kill interrupted
 };
 

@@ -4,8 +4,8 @@
 // never finishes the HTTP/2 handshake, or keeps a connection without calls, is closed; oversized requests and
 // handlers' long messages cost little; files a non-root user could change are never loaded.
 #include <fcntl.h>
-#include <poll.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -221,8 +221,8 @@ TEST(IdleTimeout, AConnectionWithoutCallsIsClosedAndTheClientReconnects) {
   ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
   // Idle for longer than the timeout: the host sends GOAWAY and closes its side. A client that keeps reading its
   // connection (grpc-go always does; here, waiting on the channel's state) sees the channel leave READY.
-  EXPECT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY,
-                                          std::chrono::system_clock::now() + std::chrono::seconds(10)));
+  EXPECT_TRUE(
+      channel->WaitForStateChange(GRPC_CHANNEL_READY, std::chrono::system_clock::now() + std::chrono::seconds(10)));
   EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (SocketsOf(host.pid()) > before && std::chrono::steady_clock::now() < deadline) {

@@ -11,10 +11,10 @@
 
 #include <chrono>
 #include <filesystem>
-#include <random>
-#include <thread>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
