@@ -2,6 +2,8 @@
 #include "disk_backend_linux.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <libfdisk/libfdisk.h>
 #include <unistd.h>
 
@@ -152,6 +154,10 @@ Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
   CSI_PROXY_RETURN_IF_ERROR(
       WritePartitionTable(disk, fd->get(), number, start, size).WithContext("partitioning " + what));
   if (fsync(fd->get()) != 0) return Internal(common::ErrnoMessage("fsync " + disk.path, errno));
+  // Drop the disk's cached pages (libfdisk wiped the new partition's first sectors through them): the partition
+  // has a page cache of its own, and a later write through the disk must not write those stale pages back over
+  // what was written through the partition. A whole-disk re-read (BLKRRPART) used to do this as a side effect.
+  if (ioctl(fd->get(), BLKFLSBUF, 0) != 0) return Internal(common::ErrnoMessage("BLKFLSBUF " + disk.path, errno));
 
   // Tell the kernel with BLKPG, partition by partition, not with a whole-disk re-read (BLKRRPART drops every
   // partition device and adds them back: a call in between would miss them). The kernel has the new partition
