@@ -17,6 +17,7 @@
 #include "grpc_client.h"
 #include "host_process.h"
 #include "message_json.h"
+#include "temp_dir.h"
 #include "v1/filesystem.pb.h"
 
 namespace csi_proxy::testing {
@@ -196,12 +197,17 @@ std::vector<std::string> SecretServiceDescriptors() {
   return {file.SerializeAsString()};
 }
 
-TEST(AuditLog, SecretsAreRedactedAndAVersionOneLibraryLogsTheSizeOnly) {
+host::Endpoint SecretEndpoint() {
   host::Endpoint endpoint;
   endpoint.name = "csi-proxy-smb-v1";
   endpoint.group = "smb";
   endpoint.version = "v1";
   endpoint.file_descriptors = SecretServiceDescriptors();
+  return endpoint;
+}
+
+TEST(AuditLog, SecretsAreRedactedAndAVersionOneLibraryLogsTheSizeOnly) {
+  host::Endpoint endpoint = SecretEndpoint();
   auto codec = host::MessageJson::Build(endpoint.file_descriptors);
   ASSERT_TRUE(codec.ok()) << codec.status().message();
   const auto* method = (*codec)->FindMethod("/t.Smb/Map");
@@ -233,6 +239,34 @@ TEST(AuditLog, SecretsAreRedactedAndAVersionOneLibraryLogsTheSizeOnly) {
   line = audit.Line(event, std::chrono::system_clock::now());
   EXPECT_THAT(line, HasSubstr(" request_bytes=" + std::to_string(bytes->size())));
   EXPECT_THAT(line, Not(HasSubstr("hunter2")));
+}
+
+// What a line costs the thread that answers the call: rendering the request from the descriptors, the redaction
+// and the write. Printed for docs/operations.md; the bound only catches an order-of-magnitude regression.
+TEST(AuditLog, ALineCostsTheAnsweringThreadMicroseconds) {
+  TempDir dir;
+  host::Endpoint endpoint = SecretEndpoint();
+  auto codec = host::MessageJson::Build(endpoint.file_descriptors);
+  ASSERT_TRUE(codec.ok());
+  auto bytes = (*codec)->FromJson((*codec)->FindMethod("/t.Smb/Map")->input_type(),
+                                  R"({"remotePath": "//server/share", "username": "alice", "password": "hunter2"})");
+  ASSERT_TRUE(bytes.ok());
+  host::MethodHandler handler;
+  host::PeerCredentials peer{1234, 0, 0};
+  host::CallEvent event{endpoint, "/t.Smb/Map", &handler, peer, *bytes, CSI_PROXY_STATUS_OK, "",
+                        std::chrono::milliseconds(3)};
+  for (bool json : {false, true}) {
+    host::AuditLog audit;
+    std::string path = dir.path() + (json ? "/audit.json" : "/audit.log");
+    ASSERT_TRUE(audit.Open(path, json).ok());
+    constexpr int kLines = 5000;
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kLines; ++i) audit.OnFinished(event);
+    auto per_line = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start) / kLines;
+    std::printf("audit line (%s): %.1f us\n", json ? "json" : "text", per_line.count());
+    EXPECT_LT(per_line.count(), 500.0);
+    EXPECT_EQ(Lines(ReadAll(path)).size(), static_cast<size_t>(kLines));
+  }
 }
 
 TEST(HostLog, TextLinesCarryTheTimeZoneAndWarningIsALevelName) {
