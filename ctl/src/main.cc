@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <string>
 
 #include "config.h"
@@ -195,7 +196,11 @@ int Call(const Globals& g, std::string endpoint, const std::string& method, cons
   const auto* m = ResolveMethod(**codec, method, error);
   if (m == nullptr) return Fail(error);
   if (m->client_streaming() || m->server_streaming()) return Fail(MessageJson::PathOf(m) + " is a streaming method");
-  auto request = (*codec)->FromJson(m->input_type(), json.empty() ? "{}" : json);
+  std::string text = json.empty() ? "{}" : json;
+  if (json == "-") {  // from standard input: a request with a secret stays off the command line
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  auto request = (*codec)->FromJson(m->input_type(), text);
   if (!request.ok()) return Fail("invalid JSON request: " + request.status().message());
 
   std::string dir = g.endpoint_dir;
@@ -261,7 +266,7 @@ int main(int argc, char** argv) {
   call->add_option("ENDPOINT", endpoint, "csi-proxy-<group>-<version> (the csi-proxy- prefix may be left out)")
       ->required();
   call->add_option("METHOD", method, "PathExists, Filesystem/PathExists or /v1.Filesystem/PathExists")->required();
-  call->add_option("JSON", json, "the request (default {})");
+  call->add_option("JSON", json, "the request (default {}); - reads it from standard input");
   call->add_option("--endpoint-dir", g.endpoint_dir, "where the endpoint sockets are (default: the host's)");
 
   CLI11_PARSE(app, argc, argv);
