@@ -38,6 +38,8 @@ struct HostConfig {
   std::vector<std::string> working_dirs;
   std::string state_dir = "/var/lib/csi-proxy";
   std::string log_level = "info";
+  std::string log_format = "text";  // "text" or "json" (JSON lines), for the log and the audit log
+  std::string audit_log;            // an absolute file path, "-" (standard error) or empty (no audit log)
   int workers = 16;  // the default budget of each group (see GroupConfig::workers)
   uint32_t socket_mode = 0660;
   std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created

@@ -182,6 +182,8 @@ Status HostRuntime::Start(const HostConfig& config) {
   auto gid = ResolveGroup(config.socket_group);
   if (!gid.ok()) return gid.status().WithContext("socket_group");
   socket_gid_ = *gid;
+  CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
+  call_observers_.push_back(audit_);
   for (const auto& group : config.groups) {
     if (!group.enabled) {
       spdlog::info("group '{}' is disabled in the configuration", group.name);
@@ -194,7 +196,10 @@ Status HostRuntime::Start(const HostConfig& config) {
           "{}{}", runtime.status().message(),
           fatal ? (group.required ? " (required: refusing to start)" : " (a configuration error: refusing to start)")
                 : " (skipped)");
-      if (fatal) return Status(runtime.status().code(), "group '" + group.name + "' cannot be served (see above)");
+      if (fatal) {
+        return Status(runtime.status().code(), std::string(group.required ? "required " : "") + "group '" + group.name +
+                                                   "' failed to load: " + runtime.status().message());
+      }
       continue;
     }
     const LoadedPlugin& p = (*runtime)->plugin();
@@ -254,6 +259,16 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   if (next.log_level != config_.log_level) {
     spdlog::set_level(spdlog::level::from_str(next.log_level));
     report.applied.push_back("log_level " + next.log_level);
+  }
+  // Reopened at every reload, so that logrotate can move the file and send SIGHUP.
+  if (Status s = audit_->Open(next.audit_log, next.log_format == "json"); !s.ok()) {
+    report.refused.push_back(s.message() + " (the audit log stays as it was)");
+    next.audit_log = config_.audit_log;
+  } else if (next.audit_log != config_.audit_log) {
+    report.applied.push_back("audit_log " + (next.audit_log.empty() ? std::string("off") : next.audit_log));
+  }
+  if (next.log_format != config_.log_format) {
+    report.notes.push_back("log_format takes effect for the host log at the next start (the audit log follows it now)");
   }
   if (next.shutdown_timeout != config_.shutdown_timeout) {
     report.applied.push_back("shutdown_timeout_seconds " + std::to_string(next.shutdown_timeout.count() / 1000));
@@ -370,9 +385,22 @@ std::vector<GroupState> HostRuntime::Describe() const {
     GroupState g{name, p.group(),         p.library(),     p.plugin_version(), p.abi_version(),
                  {},   runtime->limits(), runtime->usage()};
     for (const auto& [endpoint, e] : runtime->endpoints()) g.endpoints.push_back(endpoint);
+    g.required = runtime->required();
     out.push_back(std::move(g));
   }
   return out;
+}
+
+StatusOr<Endpoint> HostRuntime::FindEndpoint(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = endpoints_.find(name);
+  if (it == endpoints_.end()) return NotFound("no endpoint " + name + " is served");
+  return *it->second->binding()->endpoint;
+}
+
+std::string HostRuntime::endpoint_dir() const {
+  std::lock_guard lock(mu_);
+  return config_.endpoint_dir;
 }
 
 std::vector<std::string> HostRuntime::socket_paths() const {
