@@ -185,6 +185,7 @@ const std::vector<std::pair<std::string, std::string>> kServers = {
     {"host", "csi-proxy host → C ABI → echo group library"},
     {"grpc-sync", "plain gRPC C++ server, generated sync service, 16 threads"},
     {"grpc-callback", "plain gRPC C++ server, generated callback service"},
+    {"grpc-callback-fd", "the same, taking its connections as the host does (AddInsecureChannelFromFd)"},
 };
 const std::vector<std::string> kConcurrency = {"1 client", "16 clients", "64 clients"};
 const std::vector<std::pair<std::string, std::string>> kSteps = {
