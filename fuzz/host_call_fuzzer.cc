@@ -84,7 +84,7 @@ void RegisterServices(FuzzedDataProvider& in, const csi_proxy_host_api& api, csi
 void DriveOneCall(FuzzedDataProvider& in, const csi_proxy_host_api& api) {
   CountingSink sink;
   CallInfo info{"fuzz", "/v1.Fuzz/Call", {}, std::chrono::system_clock::now() + std::chrono::seconds(5)};
-  auto call = std::make_shared<csi_proxy_host_call>(info, in.ConsumeRandomLengthString(64), &sink);
+  auto call = std::make_shared<csi_proxy_host_call>(info, grpc::Slice(in.ConsumeRandomLengthString(64)), &sink);
   int on_completed = 0;
   call->HandOverToPlugin(call, [&] { ++on_completed; });
   bool plugin_completed = false;

@@ -117,3 +117,5 @@ command="scripts/bench.sh"
 "$bin/bench_report" --results-dir "$results" --markdown "$out/latest.md" --json "$out/latest.json" \
   "${previous[@]}" --commit "$commit" --build-type "${build_type:-default}" --command "$command" \
   --load-before "$load_before"
+# The call-path goals (issue 12), each as a ratio next to its goal.
+sed -n '/^## Call-path targets/,/^## Ratios/{/^## Ratios/d;p}' "$out/latest.md"

@@ -1,6 +1,7 @@
 // Host overhead: the same trivial Echo handler served
 //   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library;
-//   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback.
+//   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback, and
+//       callback again taking its connections the way the host does (accepted, then handed to gRPC by fd).
 // One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
 // measure throughput. Servers are measured in interleaved rounds (host, sync, callback, then rotated), so
 // that noise from other work on the machine falls on all of them alike. Each server is a separate process
@@ -121,16 +122,18 @@ int Main(int argc, char** argv) {
   std::string baseline = SelfDir() + "/csi-proxy-bench-echo-baseline";
   std::vector<ChildProcess> baselines;
   std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()}};
-  for (const char* mode : {"sync", "callback"}) {
-    std::string socket = scratch.Sub(std::string(mode) + ".sock");
-    auto child =
-        ChildProcess::Start({baseline, "--socket", socket, "--mode", mode, "--threads", std::to_string(kWorkers)},
-                            scratch.Sub(std::string(mode) + ".log"));
+  // The third takes its connections as the host does (it accepts them and hands each to gRPC).
+  for (std::string mode : {"sync", "callback", "callback-fd"}) {
+    std::string socket = scratch.Sub(mode + ".sock");
+    std::vector<std::string> argv = {baseline, "--socket", socket, "--threads", std::to_string(kWorkers)};
+    argv.insert(argv.end(), {"--mode", mode == "sync" ? "sync" : "callback"});
+    if (mode == "callback-fd") argv.push_back("--adopt");
+    auto child = ChildProcess::Start(argv, scratch.Sub(mode + ".log"));
     if (!child.ok()) {
       std::cerr << child.status().message() << "\n";
       return 1;
     }
-    servers.push_back({std::string("grpc-") + mode, socket, child->pid()});
+    servers.push_back({"grpc-" + mode, socket, child->pid()});
     baselines.push_back(std::move(*child));
   }
 

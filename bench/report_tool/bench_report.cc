@@ -185,6 +185,7 @@ const std::vector<std::pair<std::string, std::string>> kServers = {
     {"host", "csi-proxy host → C ABI → echo group library"},
     {"grpc-sync", "plain gRPC C++ server, generated sync service, 16 threads"},
     {"grpc-callback", "plain gRPC C++ server, generated callback service"},
+    {"grpc-callback-fd", "the same, taking its connections as the host does (AddInsecureChannelFromFd)"},
 };
 const std::vector<std::string> kConcurrency = {"1 client", "16 clients", "64 clients"};
 const std::vector<std::pair<std::string, std::string>> kSteps = {
@@ -314,6 +315,54 @@ std::vector<Metric> Values(const Data& d) {
   return v;
 }
 
+// The goals of issue 12 for the call path, each as a ratio against its baseline next to the goal.
+struct Target {
+  std::string what;
+  std::optional<double> value;
+  enum Bound { kAtMost, kAtLeast, kBelow } bound;
+  double goal;
+  bool Met() const {
+    return bound == kAtMost ? *value <= goal : bound == kAtLeast ? *value >= goal : *value < goal;
+  }
+};
+
+std::optional<double> Divide(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b || *b == 0) return std::nullopt;
+  return *a / *b;
+}
+
+std::vector<Target> CallPathTargets(const Data& d) {
+  auto vs_sync = [&](const std::string& param, const std::string& metric) {
+    return Divide(Get(d, "overhead", "host", param, metric), Get(d, "overhead", "grpc-sync", param, metric));
+  };
+  // Threads of the idle host with every group, against the 26 it had before the hand-off was removed.
+  constexpr double kThreadsBefore = 26;
+  return {
+      {"echo p50, 1 client: host ÷ plain gRPC sync", vs_sync("1 client", "p50_us"), Target::kAtMost, 1.10},
+      {"echo p99, 1 client: host ÷ plain gRPC sync", vs_sync("1 client", "p99_us"), Target::kAtMost, 1.10},
+      {"echo calls/s, 16 clients: host ÷ plain gRPC sync", vs_sync("16 clients", "calls_per_s"), Target::kAtLeast, 0.95},
+      {"echo calls/s, 64 clients: host ÷ plain gRPC sync", vs_sync("64 clients", "calls_per_s"), Target::kAtLeast, 0.95},
+      {"idle RSS, host with every group ÷ plain gRPC sync",
+       Divide(Get(d, "memory", "memory", "idle", "rss_kib"), Get(d, "overhead", "grpc-sync", "idle", "rss_kib")),
+       Target::kAtMost, 1.20},
+      {"idle threads, host with every group ÷ 26 (the count before)",
+       Divide(Get(d, "memory", "memory", "idle", "threads"), kThreadsBefore), Target::kBelow, 1.00},
+  };
+}
+
+void WriteTargets(std::ostream& md, const Data& d) {
+  md << "## Call-path targets\n\n"
+     << "The goals of the call path (docs/performance.md, \"Call path\"), against the plain generated gRPC C++ "
+        "server with the same thread count in the same run.\n\n| target | ratio | goal | met |\n|---|---:|---:|---|\n";
+  for (const auto& t : CallPathTargets(d)) {
+    const char* bound = t.bound == Target::kAtMost ? "≤ " : t.bound == Target::kAtLeast ? "≥ " : "< ";
+    std::string met = !t.value ? "not measured" : t.Met() ? "yes" : "**no**";
+    md << "| " << t.what << " | " << (t.value ? Fmt(*t.value, 2) : "–") << " | " << bound
+       << Fmt(t.goal, 2) << " | " << met << " |\n";
+  }
+  md << "\n";
+}
+
 std::string Arg(int argc, char** argv, const std::string& name) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (argv[i] == name) return argv[i + 1];
@@ -365,6 +414,7 @@ int main(int argc, char** argv) {
      << "| memory | " << machine.memory << " |\n| kernel | " << machine.kernel << " |\n"
      << "| load average before / after the run | " << machine.load_before << " / " << machine.load_after << " |\n\n";
 
+  WriteTargets(md, d);
   md << "## Ratios and values to compare between runs\n\n"
      << "Each line has a stable key; `previous` is the report this run replaced (bench/report/latest.json before "
         "the run).\n\n| key | this run | previous | change | meaning |\n|---|---:|---:|---:|---|\n";

@@ -8,7 +8,7 @@
 using csi_proxy::host::CallAnswerSink;
 using csi_proxy::host::CallInfo;
 
-csi_proxy_host_call::csi_proxy_host_call(CallInfo info, std::string request, CallAnswerSink* sink)
+csi_proxy_host_call::csi_proxy_host_call(CallInfo info, grpc::Slice request, CallAnswerSink* sink)
     : info_(std::move(info)), request_(std::move(request)), started_(std::chrono::steady_clock::now()), sink_(sink) {}
 
 CallAnswerSink* csi_proxy_host_call::TakeSink() {

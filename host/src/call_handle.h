@@ -4,6 +4,8 @@
 // later is dropped without harm.
 #pragma once
 
+#include <grpcpp/support/slice.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -43,12 +45,15 @@ struct CallInfo {
 // plugin (which holds a raw pointer from the handler's start until complete_call returns).
 struct csi_proxy_host_call {
  public:
-  csi_proxy_host_call(csi_proxy::host::CallInfo info, std::string request, csi_proxy::host::CallAnswerSink* sink);
+  // `request`: the request message as gRPC read it, shared rather than copied.
+  csi_proxy_host_call(csi_proxy::host::CallInfo info, grpc::Slice request, csi_proxy::host::CallAnswerSink* sink);
   csi_proxy_host_call(const csi_proxy_host_call&) = delete;
   csi_proxy_host_call& operator=(const csi_proxy_host_call&) = delete;
 
   const csi_proxy::host::CallInfo& info() const { return info_; }
-  const std::string& request() const { return request_; }
+  std::string_view request() const {
+    return {reinterpret_cast<const char*>(request_.begin()), request_.size()};
+  }
 
   // The plugin's answer (complete_call). Passed to the client unless the call was already answered; a second
   // completion is logged and ignored.
@@ -74,7 +79,7 @@ struct csi_proxy_host_call {
   csi_proxy::host::CallAnswerSink* TakeSink();
 
   const csi_proxy::host::CallInfo info_;
-  const std::string request_;
+  const grpc::Slice request_;
   const std::chrono::steady_clock::time_point started_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> completed_{false};  // by the plugin

@@ -18,6 +18,7 @@ struct MethodHandler {
   void* plugin_method_ctx = nullptr;
   uint32_t flags = 0;  // CSI_PROXY_METHOD_* (0 from a version-1 library: mutating)
   bool read_only() const { return (flags & CSI_PROXY_METHOD_READ_ONLY) != 0; }
+  bool non_blocking() const { return (flags & CSI_PROXY_METHOD_NONBLOCKING) != 0; }
 };
 
 struct Endpoint {

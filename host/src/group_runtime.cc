@@ -53,30 +53,35 @@ StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& gr
   return runtime;
 }
 
-Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
-  const std::string method = call->info().method;
+bool GroupRuntime::Track(const CallHandle& call) {
+  const std::string& method = call->info().method;
   {
     std::lock_guard lock(in_flight_->mu);
+    if (in_flight_->stopping) return false;
     in_flight_->methods.insert(method);
   }
-  auto completed = [in_flight = in_flight_, method] {
+  call->HandOverToPlugin(call, [in_flight = in_flight_, &method] {
+    // `method` lives in the call's info, which outlives this completion.
     std::lock_guard lock(in_flight->mu);
     in_flight->methods.erase(in_flight->methods.find(method));
     if (in_flight->methods.empty()) in_flight->empty.notify_all();
-  };
-  call->HandOverToPlugin(call, std::move(completed));
+  });
+  return true;
+}
+
+Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
+  if (!Track(call)) return Unavailable("group '" + name_ + "' is stopping; retry later");
+  if (handler.non_blocking()) {
+    // Declared never to block: run here, on the thread that read the request, with no hand-off to a worker.
+    // The group's workers and queue are for calls that may wait; this one answers before it returns.
+    RunHandler(handler, *call);
+    return Status::Ok();
+  }
   GroupExecutor::Task task;
-  task.what = method;
+  task.what = call->info().method;
   task.bytes = call->request().size();
   task.abandoned = [call] { return call->IsCancelled(); };
-  task.run = [handler, call] {
-    if (call->IsCancelled()) {
-      return call->Complete(static_cast<csi_proxy_status_code>(Code::kDeadlineExceeded),
-                            "the call was cancelled or its deadline passed before it started", {});
-    }
-    const std::string& request = call->request();
-    handler.fn(handler.plugin_method_ctx, call.get(), reinterpret_cast<const uint8_t*>(request.data()), request.size());
-  };
+  task.run = [handler, call] { RunHandler(handler, *call); };
   task.cancel = [call] {
     call->Complete(static_cast<csi_proxy_status_code>(Code::kUnavailable),
                    "the group stopped before the call could start; retry", {});
@@ -89,9 +94,22 @@ Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
   return Status::Ok();  // answered either way
 }
 
+void GroupRuntime::RunHandler(const MethodHandler& handler, csi_proxy_host_call& call) {
+  if (call.IsCancelled()) {
+    return call.Complete(static_cast<csi_proxy_status_code>(Code::kDeadlineExceeded),
+                         "the call was cancelled or its deadline passed before it started", {});
+  }
+  std::string_view request = call.request();
+  handler.fn(handler.plugin_method_ctx, &call, reinterpret_cast<const uint8_t*>(request.data()), request.size());
+}
+
 std::vector<std::string> GroupRuntime::Stop(std::chrono::steady_clock::time_point deadline) {
   if (stopped_) return {};
   stopped_ = true;
+  {
+    std::lock_guard lock(in_flight_->mu);
+    in_flight_->stopping = true;  // no new call starts, inline or on a worker
+  }
   std::vector<std::string> running = executor_.Stop(deadline);
   {
     // Calls whose handler returned but that the plugin completes later, from a thread of its own.

@@ -40,7 +40,8 @@ class GroupRuntime final : public CallDispatcher {
   // Endpoint name -> its methods.
   const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
 
-  // CallDispatcher: runs the handler within the group's budget.
+  // CallDispatcher: runs the handler within the group's budget, or inline when the method is declared
+  // CSI_PROXY_METHOD_NONBLOCKING.
   Status Dispatch(const MethodHandler& handler, CallHandle call) override;
 
   // Takes no new calls; lets those in flight finish until `deadline`, then shuts the library down and unloads
@@ -66,7 +67,13 @@ class GroupRuntime final : public CallDispatcher {
     std::mutex mu;
     std::condition_variable empty;
     std::multiset<std::string> methods;
+    bool stopping = false;  // set by Stop: no call is tracked (so none starts) any more
   };
+
+  // Counts the call in flight until the plugin completes it; false once the group is stopping.
+  bool Track(const CallHandle& call);
+  // Runs the plugin's handler on this thread; a call already cancelled or past its deadline never reaches it.
+  static void RunHandler(const MethodHandler& handler, csi_proxy_host_call& call);
 
   const std::string name_;
   const std::string fingerprint_;

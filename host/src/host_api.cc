@@ -29,6 +29,7 @@ void Log(csi_proxy_host_context* ctx, csi_proxy_log_level level, const char* mes
       spd_level = spdlog::level::err;
       break;
   }
+  if (!spdlog::should_log(spd_level)) return;
   try {
     spdlog::log(spd_level, "[{}] {}", ctx->group, std::string_view(message, size));
   } catch (...) {

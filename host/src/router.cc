@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 
 #include "listeners.h"
 
@@ -19,6 +20,12 @@ std::string_view BoundedMessage(std::string_view message) { return message.subst
 grpc::Status ToGrpc(csi_proxy_status_code code, std::string_view message) {
   return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(message));
 }
+
+// What the host answers itself when it refuses a call before its handler.
+struct EarlyAnswer {
+  csi_proxy_status_code code;
+  std::string message;
+};
 
 // One unary call: read the request, dispatch it, write the one answer (the handler's, or the host's when the call
 // is cancelled, past its deadline or cannot start). Deletes itself when gRPC is done with the call.
@@ -37,18 +44,31 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
     auto it = endpoint.methods.find(ctx_->method());
     handler_ = it == endpoint.methods.end() ? nullptr : &it->second;
     for (const auto& o : binding_->observers) o->OnStarted(endpoint, ctx_->method(), handler_);
+    if (std::optional<EarlyAnswer> refused = Admit(endpoint)) {
+      return Answer(refused->code, refused->message, {});
+    }
+    Dispatch(endpoint);
+  }
+
+  // The host's checks of a call, after the method lookup and before the library sees it: the answer that refuses
+  // the call, or nullopt when it may run. Every check that answers without the library belongs here.
+  std::optional<EarlyAnswer> Admit(const Endpoint& endpoint) const {
     if (handler_ == nullptr) {
-      return Answer(CSI_PROXY_STATUS_UNIMPLEMENTED,
-                    "unknown method " + ctx_->method() + " on endpoint " + endpoint.name, {});
+      return EarlyAnswer{CSI_PROXY_STATUS_UNIMPLEMENTED,
+                         "unknown method " + ctx_->method() + " on endpoint " + endpoint.name};
     }
     if (size_t size = request_.Length(); size > binding_->max_request_bytes) {
-      return Answer(CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
-                    "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
-                        "' accepts at most " + std::to_string(binding_->max_request_bytes),
-                    {});
+      return EarlyAnswer{CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
+                         "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
+                             "' accepts at most " + std::to_string(binding_->max_request_bytes)};
     }
+    return std::nullopt;
+  }
+
+  // Hands the admitted call to the group instance, which runs its handler inline or on one of its workers.
+  void Dispatch(const Endpoint& endpoint) {
     CallInfo info{endpoint.group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
-    auto call = std::make_shared<csi_proxy_host_call>(std::move(info), RequestBytes(), this);
+    auto call = std::make_shared<csi_proxy_host_call>(std::move(info), TakeRequest(), this);
     answered_call_.store(call.get(), std::memory_order_release);
     {
       std::lock_guard lock(mu_);
@@ -98,14 +118,13 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
   }
 
  private:
-  std::string RequestBytes() {
-    std::vector<grpc::Slice> slices;
-    std::string bytes;
-    if (request_.Dump(&slices).ok()) {
-      for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
+  // The request as one slice: gRPC's own when the message arrived in one piece (the usual case for a small
+  // message), so that it is shared with the call rather than copied.
+  grpc::Slice TakeRequest() {
+    grpc::Slice slice;
+    if (!request_.DumpToSingleSlice(&slice).ok()) slice = grpc::Slice();
     request_.Clear();
-    return bytes;
+    return slice;
   }
 
   bool PastDeadline() const { return std::chrono::system_clock::now() >= ctx_->deadline(); }

@@ -102,6 +102,27 @@ TEST(GroupBudget, AGroupWhoseHandlersHangExhaustsOnlyItsOwnBudget) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
+TEST(GroupBudget, NonBlockingMethodsTakeNoWorkerAndAnswerWhileTheBudgetIsFull) {
+  // The echo group's Echo is registered CSI_PROXY_METHOD_NONBLOCKING; Sleep is not.
+  HostProcess host(kEcho + "workers = 1\nmax_queued_calls = 0\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  auto echo = Dial(host.endpoint("csi-proxy-echo-v1"));
+  auto sleeping = std::async(std::launch::async, [&] {
+    v1::EchoResponse resp;
+    return Call(echo, "/v1.Echo/Sleep", Req("", 1500), &resp, milliseconds(5000));
+  });
+  ASSERT_TRUE(WaitUntilRunning(host, "echo", 1));
+  v1::EchoResponse resp;
+  // The one worker is busy and nothing may wait: a blocking method is refused...
+  EXPECT_EQ(Call(echo, "/v1.Echo/Sleep", Req("", 10), &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // ...while a non-blocking one runs on the thread that read it.
+  auto answered = Call(echo, "/v1.Echo/Echo", Req("inline"), &resp);
+  ASSERT_TRUE(answered.ok()) << answered.error_message();
+  EXPECT_EQ(resp.text(), "inline");
+  EXPECT_TRUE(sleeping.get().ok());
+  EXPECT_EQ(host.Stop(), 0);
+}
+
 TEST(CallDeadline, AHandlerStillRunningAtTheDeadlineIsAnsweredThenAndItsLateResultDropped) {
   HostProcess host(BlockerGroup(Fixture("blocker1"), "a"));
   ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();

@@ -90,7 +90,8 @@ class EchoPlugin : public csi_proxy::sdk::Plugin {
           if (req.fail_with_code() != 0) return Status(static_cast<csi_proxy::Code>(req.fail_with_code()), req.text());
           resp.set_text(req.text());
           return Status::Ok();
-        })
+        },
+                          csi_proxy::sdk::kNonBlocking)  // answers from memory: runs on the host's I/O thread
         .AsyncUnary<V1::EchoLater>([this](v1::EchoRequest req, LaterAnswers::Responder responder) {
           // Completed later from the library's own thread, after the handler has returned.
           later_.Add(std::move(req), std::move(responder));
@@ -126,7 +127,8 @@ class EchoPlugin : public csi_proxy::sdk::Plugin {
         [](const v1alpha1::EchoRequest& req, v1alpha1::EchoResponse& resp, CallContext&) {
           resp.set_text(req.text());
           return Status::Ok();
-        });
+        },
+        csi_proxy::sdk::kNonBlocking);
     later_.Start();
     csi_proxy::sdk::LogInfo("echo group ready, greeting '" + greeting_ + "'");
     return Status::Ok();

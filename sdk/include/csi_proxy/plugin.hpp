@@ -289,7 +289,14 @@ class Responder {
 enum MethodFlags : uint32_t {
   kMutating = 0,                          // changes the node (the default, and what a method without flags counts as)
   kReadOnly = CSI_PROXY_METHOD_READ_ONLY,  // only reads: no mount, format, file, session or service state changes
+  // Answers from memory before it returns and never waits on the system (no file, device, mount, network or
+  // program): the host may run it on the thread that read the request, saving a thread hand-off. A handler that
+  // may block must not say so. Combine with `|`: kReadOnly | kNonBlocking.
+  kNonBlocking = CSI_PROXY_METHOD_NONBLOCKING,
 };
+constexpr MethodFlags operator|(MethodFlags a, MethodFlags b) {
+  return static_cast<MethodFlags>(static_cast<uint32_t>(a) | static_cast<uint32_t>(b));
+}
 
 // Collects the methods of one gRPC service of one API version.
 class ServiceBuilder {

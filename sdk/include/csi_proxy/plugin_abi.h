@@ -54,6 +54,8 @@
  *   version 2: appended csi_proxy_method_desc.flags (CSI_PROXY_METHOD_READ_ONLY) and
  *              csi_proxy_service_desc.file_descriptor_set/_size. A version-1 library reads as flags 0 (every
  *              method may change the node) and no descriptors (its services are served but not reflected).
+ *              Bits of flags added since, without a new version, as the host ignores unknown bits:
+ *              CSI_PROXY_METHOD_NONBLOCKING.
  */
 #ifndef CSI_PROXY_PLUGIN_ABI_H
 #define CSI_PROXY_PLUGIN_ABI_H
@@ -167,8 +169,8 @@ typedef csi_proxy_status_code (*csi_proxy_plugin_negotiate_fn)(const csi_proxy_h
 
 /* Handles one call. `request` is host-owned and valid only until the handler returns (copy it to finish
  * later). `plugin_method_ctx` is the pointer given at registration. The handler runs on a host worker thread
- * and may block; it must eventually call host->complete_call(call, ...) exactly once. Handlers run
- * concurrently: other handlers of the library, and other calls of this same method (with the same
+ * and may block (unless registered CSI_PROXY_METHOD_NONBLOCKING); it must eventually call
+ * host->complete_call(call, ...) exactly once. Handlers run concurrently: other handlers of the library, and other calls of this same method (with the same
  * plugin_method_ctx), may be running on other threads at the same moment. */
 typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_host_call* call, const uint8_t* request,
                                             size_t request_size);
@@ -178,6 +180,13 @@ typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_h
  * The host may let more callers reach it than the group's mutating methods (see the configuration's
  * read_only_uids and read_only_gids). A method without this bit counts as mutating. */
 #define CSI_PROXY_METHOD_READ_ONLY (1u << 0)
+/* The method never blocks: it answers (calls complete_call) before it returns, from memory, within
+ * microseconds, with no system call that can wait (no file, device, mount, network or program). The host may
+ * then run it inline on the thread that read the request instead of handing it to one of the group's worker
+ * threads, which saves a thread hand-off per call; such a call takes none of the group's workers or queue places.
+ * A handler with this bit that blocks stalls the host's I/O threads: when in doubt, leave it off. A host that
+ * does not know the bit ignores it and runs the method on a worker, as every other. */
+#define CSI_PROXY_METHOD_NONBLOCKING (1u << 1)
 
 typedef struct csi_proxy_method_desc {
   size_t struct_size;
