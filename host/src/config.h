@@ -11,6 +11,7 @@
 
 #include <toml++/toml.h>
 
+#include "authorization.h"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
@@ -26,6 +27,7 @@ struct GroupConfig {
   int workers = 0;                       // handlers of this group that may run at once; 0: [host] workers
   int max_queued_calls = 64;             // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
   int max_request_bytes = 64 * 1024;     // the largest request accepted; the API's requests are paths and names
+  AccessLists access;                    // the lists this table gives; see MergeAccessLists for the rest
   toml::table settings;                  // the group's own keys, handed to the library as they are
   std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
 };
@@ -44,6 +46,7 @@ struct HostConfig {
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   int max_connections = 4096;       // open connections in all (also bounded by the open-file limit)
   int max_connections_per_uid = 0;  // for one caller's uid; 0: a quarter of max_connections
+  AccessLists access;               // who may call every group's methods, unless its table says otherwise
   std::vector<GroupConfig> groups;  // sorted by name
 };
 

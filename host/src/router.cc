@@ -41,13 +41,20 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
       return Answer(CSI_PROXY_STATUS_UNIMPLEMENTED,
                     "unknown method " + ctx_->method() + " on endpoint " + endpoint.name, {});
     }
+    PeerCredentials peer = peers_->Get(ctx_->peer());
+    if (binding_->authorization) {
+      if (auto refused = binding_->authorization->Check(peer, ctx_->method(), *handler_)) {
+        LogRefusal(peer, *refused);
+        return Answer(CSI_PROXY_STATUS_PERMISSION_DENIED, *refused, {});
+      }
+    }
     if (size_t size = request_.Length(); size > binding_->max_request_bytes) {
       return Answer(CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
                     "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
                         "' accepts at most " + std::to_string(binding_->max_request_bytes),
                     {});
     }
-    CallInfo info{endpoint.group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
+    CallInfo info{endpoint.group, ctx_->method(), std::move(peer), ctx_->deadline()};
     auto call = std::make_shared<csi_proxy_host_call>(std::move(info), RequestBytes(), this);
     answered_call_.store(call.get(), std::memory_order_release);
     {
