@@ -93,8 +93,7 @@ void LogRefusal(const PeerCredentials& peer, const std::string& why) {
   if (unlogged == 0) {
     spdlog::warn("refused a call: {} (pid {})", why, peer.pid);
   } else {
-    spdlog::warn("refused a call: {} (pid {}); {} more refusals of this uid were not logged", why, peer.pid,
-                 unlogged);
+    spdlog::warn("refused a call: {} (pid {}); {} more refusals of this uid were not logged", why, peer.pid, unlogged);
   }
 }
 

@@ -112,7 +112,12 @@ Status ReadIdArray(const std::string& source, const toml::table& t, const std::s
       ids.push_back(static_cast<uint32_t>(*i));
     } else if (auto name = item.value_exact<std::string>(); name && !name->empty()) {
       auto id = uids ? ResolveUser(*name) : StatusOr<uint32_t>(ResolveGroup(*name));
-      if (!id.ok()) return KeyError(source, item, table_name + "." + key, "holds " + id.status().message());
+      if (!id.ok()) {
+        return KeyError(source, item, table_name + "." + key,
+                        id.status().code() == Code::kNotFound
+                            ? "holds '" + *name + "', which is not a known " + (uids ? "user" : "group")
+                            : "holds " + id.status().message());
+      }
       ids.push_back(*id);
     } else {
       return KeyError(source, item, table_name + "." + key, "must be an array of " + what);
