@@ -17,11 +17,15 @@ EndpointServer::~EndpointServer() {
   Stop(std::chrono::system_clock::now());
 }
 
-Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes) {
+Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes,
+                             std::chrono::milliseconds idle_timeout) {
   CSI_PROXY_ASSIGN_OR_RETURN(fd_, ListenUnixSocket(path_, mode, group));
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(&router_);
   builder.SetMaxReceiveMessageSize(max_receive_bytes);
+  // gRPC's idle filter sends GOAWAY to a connection without calls for this long; clients reconnect when needed.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(std::min<int64_t>(idle_timeout.count(), INT32_MAX)));
   server_ = builder.BuildAndStart();
   if (!server_) return Internal("cannot start the gRPC server for " + path_);
   return Status::Ok();
