@@ -152,7 +152,7 @@ class Authorization : public ::testing::Test {
 };
 
 TEST_F(Authorization, ARefusedCallIsPermissionDeniedNamingUidAndGroupAndNeverReachesTheLibrary) {
-  HostProcess host("[groups.echo]\n", std::string(kOpenSockets) + "allowed_uids = [0]\n");
+  HostProcess host("[groups.echo]\n", std::string(kOpenSockets) + "allowed_uids = [0]\naudit_log = \"-\"\n");
   ASSERT_TRUE(StartHost(host, {"csi-proxy-echo-v1"})) << host.error();
 
   auto refused = EchoAs(host, kNobodyIdentity);
@@ -163,6 +163,9 @@ TEST_F(Authorization, ARefusedCallIsPermissionDeniedNamingUidAndGroupAndNeverRea
   EXPECT_EQ(EchoCallsSeenByTheLibrary(host), 0);
   EXPECT_NE(host.log().find("refused a call: uid 65534 (gid 65534) may not call /v1.Echo/Echo"), std::string::npos)
       << host.log();
+  // The audit log (here on standard error) records the refusal.
+  EXPECT_NE(host.log().find("method=/v1.Echo/Echo pid="), std::string::npos) << host.log();
+  EXPECT_NE(host.log().find("uid=65534 gid=65534 code=PERMISSION_DENIED"), std::string::npos) << host.log();
 
   // Root is listed: served, and the library counts it.
   v1::EchoResponse resp;
