@@ -44,6 +44,7 @@ class AdminServer::Service final : public admin::Admin::Service {
       s->set_plugin_version(g.plugin_version);
       s->set_abi_version(g.abi_version);
       for (const auto& e : g.endpoints) s->add_endpoints(e);
+      for (const auto& m : g.read_only_methods) s->add_read_only_methods(m);
       s->set_workers(g.limits.workers);
       s->set_max_queued_calls(static_cast<int32_t>(g.limits.max_queued));
       s->set_running(g.usage.executor.running);

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "csi_proxy/plugin_abi.h"
 
@@ -23,6 +24,7 @@ struct PeerCredentials {
   int64_t pid = -1;
   int64_t uid = -1;
   int64_t gid = -1;
+  std::vector<uint32_t> groups;  // supplementary gids (SO_PEERGROUPS), as at connect time
 };
 
 // Where a call's answer goes (the router's reactor). Answer is called at most once per call.

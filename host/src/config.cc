@@ -4,6 +4,7 @@
 #include "unix_socket.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,8 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // The keys of a [groups.<name>] table that the host consumes; every other key is the library's.
-const std::set<std::string> kGroupHostKeys = {"enabled", "required",         "library",          "versions",
-                                              "workers", "max_queued_calls", "max_request_bytes"};
+const std::set<std::string> kGroupHostKeys = {"enabled",          "required",          "library",
+                                              "versions",         "workers",           "max_queued_calls",
+                                              "max_request_bytes", "allowed_uids",     "allowed_gids",
+                                              "read_only_uids",   "read_only_gids"};
 
 std::string Where(const std::string& source, const toml::node& node) {
   const auto& begin = node.source().begin;
@@ -80,6 +83,58 @@ Status ReadStringArray(const std::string& source, const toml::table& t, const st
   return Status::Ok();
 }
 
+StatusOr<uint32_t> ResolveUser(const std::string& name) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  int rc = getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr) return NotFound("'" + name + "' is not a known user");
+  return found->pw_uid;
+}
+
+// An array of uids or gids: integers, or user or group names resolved now (at start and at each reload).
+Status ReadIdArray(const std::string& source, const toml::table& t, const std::string& table_name,
+                   const std::string& key, std::optional<std::vector<uint32_t>>& out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  const bool uids = key.find("uids") != std::string::npos;
+  const std::string what = uids ? "uids or user names" : "gids or group names";
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr) return KeyError(source, *n, table_name + "." + key, "must be an array of " + what);
+  std::vector<uint32_t> ids;
+  for (const auto& item : *arr) {
+    if (auto i = item.value_exact<int64_t>()) {
+      // (uid_t)-1 is "no id" to the kernel, so the largest id is one less.
+      if (*i < 0 || *i >= int64_t{UINT32_MAX}) {
+        return KeyError(source, item, table_name + "." + key,
+                        "holds " + std::to_string(*i) + ", not an id from 0 to 4294967294");
+      }
+      ids.push_back(static_cast<uint32_t>(*i));
+    } else if (auto name = item.value_exact<std::string>(); name && !name->empty()) {
+      auto id = uids ? ResolveUser(*name) : StatusOr<uint32_t>(ResolveGroup(*name));
+      if (!id.ok()) {
+        return KeyError(source, item, table_name + "." + key,
+                        id.status().code() == Code::kNotFound
+                            ? "holds '" + *name + "', which is not a known " + (uids ? "user" : "group")
+                            : "holds " + id.status().message());
+      }
+      ids.push_back(*id);
+    } else {
+      return KeyError(source, item, table_name + "." + key, "must be an array of " + what);
+    }
+  }
+  out = std::move(ids);
+  return Status::Ok();
+}
+
+Status ReadAccessLists(const std::string& source, const toml::table& t, const std::string& table_name,
+                       AccessLists& out) {
+  CSI_PROXY_RETURN_IF_ERROR(ReadIdArray(source, t, table_name, "allowed_uids", out.allowed_uids));
+  CSI_PROXY_RETURN_IF_ERROR(ReadIdArray(source, t, table_name, "allowed_gids", out.allowed_gids));
+  CSI_PROXY_RETURN_IF_ERROR(ReadIdArray(source, t, table_name, "read_only_uids", out.read_only_uids));
+  return ReadIdArray(source, t, table_name, "read_only_gids", out.read_only_gids);
+}
+
 Status RequireAbsolute(const std::string& source, const toml::table& t, const std::string& key,
                        const std::string& value) {
   if (!value.empty() && value[0] == '/') return Status::Ok();
@@ -106,7 +161,11 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
                                                "max_connections_per_uid",
                                                "max_connections_per_endpoint",
                                                "handshake_timeout_seconds",
-                                               "idle_timeout_seconds"};
+                                               "idle_timeout_seconds",
+                                               "allowed_uids",
+                                               "allowed_gids",
+                                               "read_only_uids",
+                                               "read_only_gids"};
   for (const auto& [key, node] : t) {
     if (!kKnown.count(std::string(key.str()))) {
       return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
@@ -122,6 +181,7 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "log_format", c.log_format));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "audit_log", c.audit_log));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "socket_group", c.socket_group));
+  CSI_PROXY_RETURN_IF_ERROR(ReadAccessLists(source, t, "host", c.access));
 
   for (const char* key : {"endpoint_dir", "kubelet_path", "state_dir"}) {
     std::string value = key == std::string("endpoint_dir")   ? c.endpoint_dir
@@ -235,6 +295,7 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "max_queued_calls", 0, 100000, g.max_queued_calls));
   CSI_PROXY_RETURN_IF_ERROR(
       ReadInt(source, *t, table_name, "max_request_bytes", 1024, 16 * 1024 * 1024, g.max_request_bytes));
+  CSI_PROXY_RETURN_IF_ERROR(ReadAccessLists(source, *t, table_name, g.access));
   for (const auto& [key, value] : *t) {
     std::string k(key.str());
     if (kGroupHostKeys.count(k)) continue;

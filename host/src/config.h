@@ -11,6 +11,7 @@
 
 #include <toml++/toml.h>
 
+#include "authorization.h"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
@@ -26,6 +27,7 @@ struct GroupConfig {
   int workers = 0;                       // handlers of this group that may run at once; 0: [host] workers
   int max_queued_calls = 64;             // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
   int max_request_bytes = 64 * 1024;     // the largest request accepted; the API's requests are paths and names
+  AccessLists access;                    // the lists this table gives; see MergeAccessLists for the rest
   toml::table settings;                  // the group's own keys, handed to the library as they are
   std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
 };
@@ -51,6 +53,7 @@ struct HostConfig {
   // idle_timeout is closed (the client reconnects for its next call).
   std::chrono::seconds handshake_timeout{10};
   std::chrono::seconds idle_timeout{300};
+  AccessLists access;  // who may call every group's methods, unless its table says otherwise
   std::vector<GroupConfig> groups;  // sorted by name
 };
 

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -112,8 +113,18 @@ EndpointRegistry HostRuntime::RegistryOf(const Runtimes& runtimes, const std::st
 
 std::shared_ptr<const EndpointBinding> HostRuntime::BindingOf(const Endpoint& endpoint,
                                                                const std::shared_ptr<GroupRuntime>& runtime) const {
+  auto authorization = authorization_.find(runtime->name());
   return std::make_shared<EndpointBinding>(
-      EndpointBinding{&endpoint, runtime, runtime->max_request_bytes(), call_observers_});
+      EndpointBinding{&endpoint, runtime, runtime->max_request_bytes(), call_observers_,
+                      authorization != authorization_.end() ? authorization->second : nullptr});
+}
+
+std::map<std::string, std::shared_ptr<const Authorization>> HostRuntime::AuthorizationOf(const HostConfig& config) {
+  std::map<std::string, std::shared_ptr<const Authorization>> out;
+  for (const auto& g : config.groups) {
+    if (g.enabled) out[g.name] = Authorization::Of(g.name, MergeAccessLists(config.access, g.access));
+  }
+  return out;
 }
 
 Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
@@ -215,6 +226,7 @@ Status HostRuntime::Start(const HostConfig& config) {
   if (mkdir(config.endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
   }
+  authorization_ = AuthorizationOf(config);
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
   CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));
   started_ = true;
@@ -321,7 +333,10 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     loaded_now[g->name] = *runtime;
   }
 
-  // Apply: stop serving removed groups, serve new instances, then drain what they replace.
+  // Apply: stop serving removed groups, serve new instances (with the new authorization), then drain what they
+  // replace.
+  auto authorization_before = authorization_;
+  authorization_ = AuthorizationOf(next);
   auto grace = next.shutdown_timeout;
   auto system_deadline = std::chrono::system_clock::now() + grace;
   auto steady_deadline = std::chrono::steady_clock::now() + grace;
@@ -349,6 +364,18 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
                                runtime->plugin().plugin_version() + ")");
     }
     groups_[name] = runtime;
+  }
+  // The authorization lists are the host's: an instance that stays takes new ones without reloading its library.
+  for (const auto& [name, runtime] : groups_) {
+    auto fresh = loaded_now.find(name);
+    if (fresh != loaded_now.end() && fresh->second == runtime) continue;
+    if (SameAuthorization(authorization_before[name], authorization_[name])) continue;
+    Status rebound = Serve(runtime);
+    if (rebound.ok()) {
+      report.applied.push_back("group '" + name + "' authorization lists (the library was not reloaded)");
+    } else {
+      report.refused.push_back("group '" + name + "' authorization lists: " + rebound.message());
+    }
   }
   auto leftovers = StopAll(draining, steady_deadline);
   report.notes.insert(report.notes.end(), leftovers.begin(), leftovers.end());
@@ -384,7 +411,13 @@ std::vector<GroupState> HostRuntime::Describe() const {
     const LoadedPlugin& p = runtime->plugin();
     GroupState g{name, p.group(),         p.library(),     p.plugin_version(), p.abi_version(),
                  {},   runtime->limits(), runtime->usage()};
-    for (const auto& [endpoint, e] : runtime->endpoints()) g.endpoints.push_back(endpoint);
+    for (const auto& [endpoint, e] : runtime->endpoints()) {
+      g.endpoints.push_back(endpoint);
+      for (const auto& [method, handler] : e.methods) {
+        if (handler.read_only()) g.read_only_methods.push_back(method);
+      }
+    }
+    std::sort(g.read_only_methods.begin(), g.read_only_methods.end());
     g.required = runtime->required();
     out.push_back(std::move(g));
   }

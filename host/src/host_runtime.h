@@ -50,6 +50,7 @@ struct GroupState {
   GroupExecutor::Limits limits;
   GroupRuntime::Usage usage;
   bool required = false;
+  std::vector<std::string> read_only_methods;  // full method paths the library marked read-only, sorted
 };
 
 class HostRuntime {
@@ -84,9 +85,12 @@ class HostRuntime {
 
   // The endpoints of every instance in `runtimes` except `skip`, for conflict checks when loading.
   static EndpointRegistry RegistryOf(const Runtimes& runtimes, const std::string& skip);
-  // What an endpoint of `runtime` is bound to: its methods, its instance, its limits and the call observers.
+  // What an endpoint of `runtime` is bound to: its methods, its instance, its limits, its group's authorization
+  // and the call observers.
   std::shared_ptr<const EndpointBinding> BindingOf(const Endpoint& endpoint,
                                                    const std::shared_ptr<GroupRuntime>& runtime) const;
+  // The authorization of every enabled group of `config`.
+  static std::map<std::string, std::shared_ptr<const Authorization>> AuthorizationOf(const HostConfig& config);
   // Serves (or rebinds, when it exists) every endpoint of `runtime`.
   Status Serve(const std::shared_ptr<GroupRuntime>& runtime);
   // Closes the sockets of endpoints bound to `runtime` (except those in `keep`), then ends their servers.
@@ -104,6 +108,7 @@ class HostRuntime {
   AcceptLoop accept_loop_;
   std::vector<std::shared_ptr<CallObserver>> call_observers_;  // every endpoint's (metrics, audit)
   std::shared_ptr<AuditLog> audit_ = std::make_shared<AuditLog>();  // in call_observers_; off until opened
+  std::map<std::string, std::shared_ptr<const Authorization>> authorization_;  // by [groups.<name>]; null: open
   bool started_ = false;
   bool stopped_ = false;
 };

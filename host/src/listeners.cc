@@ -18,6 +18,31 @@
 namespace csi_proxy::host {
 namespace {
 
+// The credentials the peer connected with: SO_PEERCRED, and its supplementary groups (SO_PEERGROUPS, which says
+// how much room it needs when the first guess is short). A peer whose credentials cannot be read has uid -1,
+// which no authorization list admits.
+PeerCredentials PeerOf(int conn) {
+  PeerCredentials peer;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return peer;
+  std::vector<gid_t> groups(32);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    socklen_t size = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &size) == 0) {
+      groups.resize(size / sizeof(gid_t));
+      peer.groups.assign(groups.begin(), groups.end());
+      break;
+    }
+    if (errno != ERANGE) break;  // no supplementary groups counted then: the lists see fewer gids, never more
+    groups.resize(size / sizeof(gid_t) + 1);
+  }
+  peer.pid = cred.pid;
+  peer.uid = cred.uid;
+  peer.gid = cred.gid;
+  return peer;
+}
+
 // What every HTTP/2 client sends first (RFC 9113, section 3.4).
 constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 static_assert(kHttp2Preface.size() == 24);
@@ -110,10 +135,7 @@ void AcceptLoop::AcceptAll(int listen_fd, const Listener& listener) {
       if (errno != EAGAIN) spdlog::warn("accept failed: {}", std::strerror(errno));
       return;  // EAGAIN: drained
     }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    PeerCredentials peer;
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) peer = {cred.pid, cred.uid, cred.gid};
+    PeerCredentials peer = PeerOf(conn);
     if (!Admit(conn, listen_fd, peer)) {
       close(conn);
       continue;

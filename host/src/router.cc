@@ -40,6 +40,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
     if (!ok) return Answer(CSI_PROXY_STATUS_INVALID_ARGUMENT, "the call carried no request message", {});
     started_ = std::chrono::steady_clock::now();
     binding_ = router_->binding();
+    peer_ = peers_->Get(ctx_->peer());
     const Endpoint& endpoint = *binding_->endpoint;
     auto it = endpoint.methods.find(ctx_->method());
     handler_ = it == endpoint.methods.end() ? nullptr : &it->second;
@@ -57,6 +58,12 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
       return EarlyAnswer{CSI_PROXY_STATUS_UNIMPLEMENTED,
                          "unknown method " + ctx_->method() + " on endpoint " + endpoint.name};
     }
+    if (binding_->authorization) {
+      if (auto refused = binding_->authorization->Check(peer_, ctx_->method(), *handler_)) {
+        LogRefusal(peer_, *refused);
+        return EarlyAnswer{CSI_PROXY_STATUS_PERMISSION_DENIED, *refused};
+      }
+    }
     if (size_t size = request_.Length(); size > binding_->max_request_bytes) {
       return EarlyAnswer{CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
                          "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
@@ -67,7 +74,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
 
   // Hands the admitted call to the group instance, which runs its handler inline or on one of its workers.
   void Dispatch(const Endpoint& endpoint) {
-    CallInfo info{endpoint.group, ctx_->method(), peers_->Get(ctx_->peer()), ctx_->deadline()};
+    CallInfo info{endpoint.group, ctx_->method(), peer_, ctx_->deadline()};
     auto call = std::make_shared<csi_proxy_host_call>(std::move(info), TakeRequest(), this);
     answered_call_.store(call.get(), std::memory_order_release);
     {
@@ -101,8 +108,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
     if (finished_.exchange(true)) return;
     if (binding_ && !binding_->observers.empty()) {
       const csi_proxy_host_call* call = answered_call_.load(std::memory_order_acquire);
-      const PeerCredentials peer = call != nullptr ? call->info().peer : peers_->Get(ctx_->peer());
-      const CallEvent event{*binding_->endpoint, ctx_->method(), handler_, peer,
+      const CallEvent event{*binding_->endpoint, ctx_->method(), handler_, peer_,
                             call != nullptr ? std::string_view(call->request()) : std::string_view(),
                             code, code == CSI_PROXY_STATUS_OK ? std::string_view() : message,
                             std::chrono::steady_clock::now() - started_};
@@ -143,6 +149,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor, public CallAnsw
   // Set in OnReadDone, before anything can answer the call except a failed read.
   std::shared_ptr<const EndpointBinding> binding_;
   const MethodHandler* handler_ = nullptr;  // owned by binding_'s endpoint; null when the method is unknown
+  PeerCredentials peer_;                    // the connection's, from SO_PEERCRED and SO_PEERGROUPS
   std::chrono::steady_clock::time_point started_;
   std::atomic<const csi_proxy_host_call*> answered_call_{nullptr};  // kept alive by call_ (or the caller of Answer)
   grpc::ByteBuffer request_;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "authorization.h"
 #include "call_handle.h"
 #include "csi_proxy/status.hpp"
 #include "endpoint_registry.h"
@@ -57,6 +58,7 @@ struct EndpointBinding {
   std::shared_ptr<CallDispatcher> dispatcher;
   size_t max_request_bytes = 0;  // larger requests are refused before they are dispatched
   std::vector<std::shared_ptr<CallObserver>> observers;  // told of every call, in this order
+  std::shared_ptr<const Authorization> authorization;     // who may call; null: whoever the socket admits
 };
 
 class Router final : public grpc::CallbackGenericService {

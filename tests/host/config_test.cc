@@ -1,5 +1,6 @@
 // The configuration is the admin's interface: every mistake must be named with its key and line.
 #include "config.h"
+#include "group_runtime.h"
 
 #include <gtest/gtest.h>
 
@@ -182,6 +183,60 @@ TEST(Config, ASocketGroupOutOfRangeIsAnErrorNotACrash) {
         << c.status().message();
   }
   EXPECT_FALSE(Parse("[host]\nsocket_group = \"no-such-group-csi\"\n").ok());
+}
+
+TEST(Config, AuthorizationListsAreHostKeysOutsideTheReloadFingerprint) {
+  auto c = Parse(R"([host]
+allowed_uids = [1000, "root"]
+read_only_gids = ["root", 2000]
+
+[groups.disk]
+allowed_gids = [1000]
+read_only_uids = []
+own_key = 1
+)");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->access.allowed_uids, (std::vector<uint32_t>{1000, 0}));  // names resolve when the file is read
+  EXPECT_EQ(c->access.read_only_gids, (std::vector<uint32_t>{0, 2000}));
+  EXPECT_FALSE(c->access.allowed_gids);
+  const GroupConfig& g = c->groups[0];
+  EXPECT_EQ(g.access.allowed_gids, (std::vector<uint32_t>{1000}));
+  EXPECT_EQ(g.access.read_only_uids, std::vector<uint32_t>{});
+  EXPECT_FALSE(g.access.allowed_uids);
+  EXPECT_FALSE(g.settings.contains("allowed_gids"));
+  EXPECT_FALSE(g.settings.contains("read_only_uids"));
+  EXPECT_TRUE(g.settings.contains("own_key"));
+
+  // Changing only the lists leaves the group's fingerprint, and so its loaded library, alone.
+  auto d = Parse("[host]\nallowed_uids = [5]\n[groups.disk]\nallowed_gids = [7, 8]\nown_key = 1\n");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(GroupRuntime::Fingerprint(c->groups[0], *c), GroupRuntime::Fingerprint(d->groups[0], *d));
+}
+
+TEST(Config, AuthorizationListMistakesAreNamedWithTheirLine) {
+  struct Case {
+    const char* text;
+    const char* message;
+  } cases[] = {
+      {"[groups.disk]\nallowed_uids = 1000\n",
+       "test.toml:2: groups.disk.allowed_uids must be an array of uids or user names"},
+      {"[groups.disk]\n\nallowed_gids = [1, -5]\n",
+       "test.toml:3: groups.disk.allowed_gids holds -5, not an id from 0 to 4294967294"},
+      {"[host]\nread_only_uids = [4294967295]\n",
+       "test.toml:2: host.read_only_uids holds 4294967295, not an id from 0 to 4294967294"},
+      {"[host]\nread_only_gids = [1.5]\n", "test.toml:2: host.read_only_gids must be an array of gids or group names"},
+      {"[host]\nallowed_uids = [\"\"]\n", "test.toml:2: host.allowed_uids must be an array of uids or user names"},
+      {"[host]\nallowed_uids = [\"no-such-user-csi\"]\n",
+       "test.toml:2: host.allowed_uids holds 'no-such-user-csi', which is not a known user"},
+      {"[groups.smb]\nallowed_gids = [\"no-such-group-csi\"]\n",
+       "test.toml:2: groups.smb.allowed_gids holds 'no-such-group-csi', which is not a known group"},
+      {"[host]\nallowed_uid = [1]\n", "test.toml:2: host.allowed_uid is not a known key"},
+  };
+  for (const auto& c : cases) {
+    auto parsed = Parse(c.text);
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_EQ(parsed.status().message(), c.message);
+  }
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ void AddV1Methods(sdk::Host& host, DiskService& disks) {
   host.AddService<Api>()
       .template Unary<typename Api::ListDiskLocations>([&disks](const auto&, auto& resp, CallContext&) {
         return ListLocations(disks, resp, [](uint32_t n) { return n; });
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::PartitionDisk>(
           [&disks](const auto& req, auto&, CallContext&) { return disks.PartitionDisk(req.disk_number()); })
       .template Unary<typename Api::Rescan>([&disks](const auto&, auto&, CallContext&) { return disks.Rescan(); })
@@ -25,12 +25,12 @@ void AddV1Methods(sdk::Host& host, DiskService& disks) {
           out.set_serial_number(id.serial_number);
         }
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::GetDiskStats>([&disks](const auto& req, auto& resp, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(int64_t size, disks.GetDiskStats(req.disk_number()));
         resp.set_total_bytes(size);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::SetDiskState>([&disks](const auto& req, auto&, CallContext&) {
         return disks.SetDiskState(req.disk_number(), req.is_online());
       })
@@ -38,7 +38,7 @@ void AddV1Methods(sdk::Host& host, DiskService& disks) {
         CSI_PROXY_ASSIGN_OR_RETURN(bool online, disks.GetDiskState(req.disk_number()));
         resp.set_is_online(online);
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ template <typename Api>
 sdk::ServiceBuilder& AddBasics(sdk::Host& host, DiskService& disks) {
   return host.AddService<Api>()
       .template Unary<typename Api::ListDiskLocations>(
-          [&disks](const auto&, auto& resp, CallContext&) { return ListLocations(disks, resp, DiskKey); })
+          [&disks](const auto&, auto& resp, CallContext&) { return ListLocations(disks, resp, DiskKey); }, sdk::kReadOnly)
       .template Unary<typename Api::PartitionDisk>([&disks](const auto& req, auto&, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(uint32_t number, DiskService::ParseDiskId(req.diskid()));
         return disks.PartitionDisk(number);
@@ -38,13 +38,13 @@ sdk::ServiceBuilder& AddIdsAndStats(sdk::ServiceBuilder& svc, DiskService& disks
           identifiers["serialNumber"] = id.serial_number;
         }
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::DiskStats>([&disks](const auto& req, auto& resp, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(uint32_t number, DiskService::ParseDiskId(req.diskid()));
         CSI_PROXY_ASSIGN_OR_RETURN(int64_t size, disks.GetDiskStats(number));
         resp.set_disksize(size);
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 }
 
 }  // namespace
@@ -61,7 +61,7 @@ void AddVersionsShapedLikeV1alpha1(sdk::Host& host, DiskService& disks) {
         CSI_PROXY_ASSIGN_OR_RETURN(bool online, disks.GetDiskState(number));
         resp.set_isonline(online);
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 
   AddIdsAndStats<v1beta1::DiskApi>(AddBasics<v1beta1::DiskApi>(host, disks), disks);
 
@@ -71,7 +71,7 @@ void AddVersionsShapedLikeV1alpha1(sdk::Host& host, DiskService& disks) {
         CSI_PROXY_ASSIGN_OR_RETURN(uint32_t number, disks.GetDiskNumberByName(req.disk_name()));
         resp.set_disk_number(DiskKey(number));
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 }
 
 }  // namespace csi_proxy::disk

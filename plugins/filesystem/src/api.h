@@ -23,7 +23,7 @@ sdk::ServiceBuilder& AddPathMethods(sdk::ServiceBuilder& svc, FilesystemService&
         CSI_PROXY_ASSIGN_OR_RETURN(bool exists, fs.PathExists(req.path()));
         resp.set_exists(exists);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::Mkdir>([&fs](const auto& req, auto&, CallContext&) { return fs.Mkdir(req.path()); })
       .template Unary<typename Api::Rmdir>(
           [&fs](const auto& req, auto&, CallContext&) { return fs.Rmdir(req.path(), req.force()); });

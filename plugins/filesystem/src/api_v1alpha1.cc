@@ -19,7 +19,7 @@ void AddV1alpha1Methods(sdk::Host& host, FilesystemService& fs) {
         CSI_PROXY_ASSIGN_OR_RETURN(bool is_symlink, fs.IsSymlink(req.path()));
         resp.set_is_mount_point(is_symlink);
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ sdk::ServiceBuilder& AddMethods(sdk::Host& host, IscsiService& iscsi) {
           out->set_target_port(portal.port);
         }
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::ConnectTarget>([&iscsi](const auto& req, auto&, CallContext&) {
         return iscsi.ConnectTarget(
             {PortalOf(req), req.iqn(), static_cast<int32_t>(req.auth_type()), req.chap_username(), req.chap_secret()});
@@ -46,7 +46,7 @@ sdk::ServiceBuilder& AddMethods(sdk::Host& host, IscsiService& iscsi) {
         CSI_PROXY_ASSIGN_OR_RETURN(auto disks, iscsi.GetTargetDisks(PortalOf(req), req.iqn()));
         for (const auto& id : disks) resp.add_diskids(id);
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 }
 
 }  // namespace

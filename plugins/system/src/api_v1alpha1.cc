@@ -35,14 +35,14 @@ void AddSystemV1alpha1(sdk::Host& host, SystemService& service) {
         CSI_PROXY_ASSIGN_OR_RETURN(std::string serial, service.GetBiosSerialNumber());
         resp.set_serial_number(serial);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .Unary<Api::GetService>([&service](const auto& req, auto& resp, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(ServiceInfo info, service.GetService(req.name()));
         resp.set_display_name(info.display_name);
         resp.set_start_type(ToProto(info.start_type));
         resp.set_status(ToProto(info.status));
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .Unary<Api::StartService>([&service](const auto& req, auto&, CallContext& ctx) {
         return service.StartService(req.name(), LimitsOf(ctx));
       })

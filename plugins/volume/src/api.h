@@ -26,7 +26,7 @@ sdk::ServiceBuilder& AddV1Methods(sdk::ServiceBuilder& svc, VolumeService& vs) {
         CSI_PROXY_ASSIGN_OR_RETURN(auto ids, vs.ListVolumesOnDisk(req.disk_number(), req.partition_number()));
         for (const auto& id : ids) resp.add_volume_ids(id);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::MountVolume>(
           [&vs](const auto& req, auto&, CallContext&) { return vs.MountVolume(req.volume_id(), req.target_path()); })
       .template Unary<typename Api::UnmountVolume>(
@@ -35,7 +35,7 @@ sdk::ServiceBuilder& AddV1Methods(sdk::ServiceBuilder& svc, VolumeService& vs) {
         CSI_PROXY_ASSIGN_OR_RETURN(bool formatted, vs.IsVolumeFormatted(req.volume_id()));
         resp.set_formatted(formatted);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::FormatVolume>(
           [&vs](const auto& req, auto&, CallContext&) { return vs.FormatVolume(req.volume_id()); })
       .template Unary<typename Api::ResizeVolume>(
@@ -45,17 +45,17 @@ sdk::ServiceBuilder& AddV1Methods(sdk::ServiceBuilder& svc, VolumeService& vs) {
         resp.set_total_bytes(stats.total_bytes);
         resp.set_used_bytes(stats.used_bytes);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::GetDiskNumberFromVolumeID>([&vs](const auto& req, auto& resp, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(uint32_t number, vs.GetDiskNumberFromVolumeId(req.volume_id()));
         resp.set_disk_number(number);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::GetVolumeIDFromTargetPath>([&vs](const auto& req, auto& resp, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(std::string id, vs.GetVolumeIdFromTargetPath(req.target_path()));
         resp.set_volume_id(id);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::WriteVolumeCache>(
           [&vs](const auto& req, auto&, CallContext&) { return vs.WriteVolumeCache(req.volume_id()); });
 }

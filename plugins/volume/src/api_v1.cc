@@ -14,7 +14,7 @@ void AddVersionsShapedLikeV1(sdk::Host& host, VolumeService& vs) {
         CSI_PROXY_ASSIGN_OR_RETURN(std::string id, vs.GetClosestVolumeIdFromTargetPath(req.target_path()));
         resp.set_volume_id(id);
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 }
 
 }  // namespace csi_proxy::volume

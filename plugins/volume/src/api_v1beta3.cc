@@ -33,7 +33,7 @@ sdk::ServiceBuilder& AddRenamedQueries(sdk::ServiceBuilder& svc, VolumeService& 
           resp.set_volumeusedsize(stats.used_bytes);
         }
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::GetVolumeDiskNumber>([&vs](const auto& req, auto& resp, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(uint32_t number, vs.GetDiskNumberFromVolumeId(req.volume_id()));
         if constexpr (requires { resp.set_disknumber(int64_t{0}); }) {
@@ -42,12 +42,12 @@ sdk::ServiceBuilder& AddRenamedQueries(sdk::ServiceBuilder& svc, VolumeService& 
           resp.set_disk_number(number);
         }
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::GetVolumeIDFromMount>([&vs](const auto& req, auto& resp, CallContext&) {
         CSI_PROXY_ASSIGN_OR_RETURN(std::string id, vs.GetVolumeIdFromTargetPath(req.mount()));
         resp.set_volume_id(id);
         return Status::Ok();
-      });
+      }, sdk::kReadOnly);
 }
 
 // v1alpha1, v1beta1 and v1beta2: string disk IDs, `path` and `size` fields.
@@ -59,7 +59,7 @@ sdk::ServiceBuilder& AddStringIdMethods(sdk::Host& host, VolumeService& vs) {
                     CSI_PROXY_ASSIGN_OR_RETURN(auto ids, vs.ListVolumesOnDisk(number, 0));
                     for (const auto& id : ids) resp.add_volume_ids(id);
                     return Status::Ok();
-                  })
+                  }, sdk::kReadOnly)
                   .template Unary<typename Api::MountVolume>([&vs](const auto& req, auto&, CallContext&) {
                     return vs.MountVolume(req.volume_id(), req.path());
                   });
@@ -68,7 +68,7 @@ sdk::ServiceBuilder& AddStringIdMethods(sdk::Host& host, VolumeService& vs) {
         CSI_PROXY_ASSIGN_OR_RETURN(bool formatted, vs.IsVolumeFormatted(req.volume_id()));
         resp.set_formatted(formatted);
         return Status::Ok();
-      })
+      }, sdk::kReadOnly)
       .template Unary<typename Api::FormatVolume>(
           [&vs](const auto& req, auto&, CallContext&) { return vs.FormatVolume(req.volume_id()); })
       .template Unary<typename Api::ResizeVolume>(
