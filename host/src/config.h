@@ -44,6 +44,7 @@ struct HostConfig {
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   int max_connections = 4096;       // open connections in all (also bounded by the open-file limit)
   int max_connections_per_uid = 0;  // for one caller's uid; 0: a quarter of max_connections
+  std::string metrics_address;      // IP:PORT of the Prometheus listener; empty: no metrics
   std::vector<GroupConfig> groups;  // sorted by name
 };
 
@@ -64,6 +65,9 @@ static_assert(CSI_PROXY_GROUP_NAME_MAX == 32, "kGroupNameRule states the limit")
 
 // The keys of a [groups.<name>] table that the host consumes (the library never sees them).
 const std::vector<std::string>& GroupHostKeys();
+
+// IP:PORT: an IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535.
+bool IsValidMetricsAddress(const std::string& address);
 
 // The levels --log-level and [host] log_level accept.
 bool IsValidLogLevel(const std::string& level);

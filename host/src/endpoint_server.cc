@@ -1,16 +1,19 @@
 // See endpoint_server.h.
 #include "endpoint_server.h"
 
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/server_posix.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "unix_socket.h"
 
 namespace csi_proxy::host {
 
 EndpointServer::EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding)
-    : path_(std::move(path)), router_(std::move(binding), &peers_) {}
+    : path_(std::move(path)), router_(std::move(binding), &peers_), reflection_([this] { return router_.binding(); }) {}
 
 EndpointServer::~EndpointServer() {
   CloseSocket();
@@ -19,12 +22,45 @@ EndpointServer::~EndpointServer() {
 
 Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes) {
   CSI_PROXY_ASSIGN_OR_RETURN(fd_, ListenUnixSocket(path_, mode, group));
+  // gRPC's own health service (per server, set by SetServing); registered services take their methods from
+  // the router, which gets every other path.
+  static std::once_flag health_enabled;
+  std::call_once(health_enabled, [] { grpc::EnableDefaultHealthCheckService(true); });
   grpc::ServerBuilder builder;
+  builder.RegisterService(reflection_.v1alpha());
+  builder.RegisterService(reflection_.v1());
   builder.RegisterCallbackGenericService(&router_);
   builder.SetMaxReceiveMessageSize(max_receive_bytes);
   server_ = builder.BuildAndStart();
   if (!server_) return Internal("cannot start the gRPC server for " + path_);
+  std::lock_guard lock(health_mu_);
+  PublishHealth();
   return Status::Ok();
+}
+
+void EndpointServer::Rebind(std::shared_ptr<const EndpointBinding> binding) {
+  router_.Bind(std::move(binding));
+  std::lock_guard lock(health_mu_);
+  PublishHealth();
+}
+
+void EndpointServer::SetServing(bool serving) {
+  std::lock_guard lock(health_mu_);
+  serving_ = serving;
+  PublishHealth();
+}
+
+void EndpointServer::PublishHealth() {
+  grpc::HealthCheckServiceInterface* health = server_ ? server_->GetHealthCheckService() : nullptr;
+  if (health == nullptr) return;
+  // A service a reload took away stays known, as NOT_SERVING.
+  std::vector<std::string> names = router_.binding()->endpoint->services;
+  names.push_back("");
+  for (const auto& old : health_names_) {
+    if (std::find(names.begin(), names.end(), old) == names.end()) health->SetServingStatus(old, false);
+  }
+  for (const auto& name : names) health->SetServingStatus(name, serving_);
+  health_names_ = std::move(names);
 }
 
 void EndpointServer::Adopt(int conn, const PeerCredentials& peer) {
@@ -40,10 +76,14 @@ void EndpointServer::CloseSocket() {
 }
 
 void EndpointServer::Stop(std::chrono::system_clock::time_point deadline) {
-  if (!server_) return;
-  server_->Shutdown(deadline);
-  server_->Wait();
-  server_.reset();
+  std::unique_ptr<grpc::Server> server;
+  {
+    std::lock_guard lock(health_mu_);  // no health change for a server going away
+    server = std::move(server_);
+  }
+  if (!server) return;
+  server->Shutdown(deadline);
+  server->Wait();
 }
 
 }  // namespace csi_proxy::host

@@ -14,6 +14,7 @@
 #include "endpoint_server.h"
 #include "group_runtime.h"
 #include "listeners.h"
+#include "metrics.h"
 
 namespace csi_proxy::host {
 
@@ -88,6 +89,10 @@ class HostRuntime {
   void Unserve(const GroupRuntime& runtime, const std::map<std::string, Endpoint>& keep,
                std::chrono::system_clock::time_point deadline);
   // Drains and stops instances in parallel; lines for the calls that outlived the deadline.
+  // Tells the health service of every endpoint bound to `runtime` whether it serves.
+  void SetHealth(const GroupRuntime& runtime, bool serving);
+  // After a reload: instances still marked reloading serve again, and so do their endpoints.
+  void EndReload();
   static std::vector<std::string> StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
                                           std::chrono::steady_clock::time_point deadline);
 
@@ -98,6 +103,7 @@ class HostRuntime {
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
   std::vector<std::shared_ptr<CallObserver>> call_observers_;  // every endpoint's (metrics, audit)
+  std::unique_ptr<Metrics> metrics_;                           // when [host] metrics_address is set
   bool started_ = false;
   bool stopped_ = false;
 };
