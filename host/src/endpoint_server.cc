@@ -6,8 +6,6 @@
 #include <grpcpp/server_posix.h>
 #include <unistd.h>
 
-#include <algorithm>
-
 #include "unix_socket.h"
 
 namespace csi_proxy::host {
@@ -53,14 +51,16 @@ void EndpointServer::SetServing(bool serving) {
 void EndpointServer::PublishHealth() {
   grpc::HealthCheckServiceInterface* health = server_ ? server_->GetHealthCheckService() : nullptr;
   if (health == nullptr) return;
-  // A service a reload took away stays known, as NOT_SERVING.
-  std::vector<std::string> names = router_.binding()->endpoint->services;
-  names.push_back("");
-  for (const auto& old : health_names_) {
-    if (std::find(names.begin(), names.end(), old) == names.end()) health->SetServingStatus(old, false);
+  // Watchers hear of changes only. A service a reload took away stays known, as NOT_SERVING.
+  std::map<std::string, bool> next;
+  for (const auto& [name, serving] : health_) next[name] = false;
+  next[""] = serving_;
+  for (const auto& name : router_.binding()->endpoint->services) next[name] = serving_;
+  for (const auto& [name, serving] : next) {
+    auto it = health_.find(name);
+    if (it == health_.end() || it->second != serving) health->SetServingStatus(name, serving);
   }
-  for (const auto& name : names) health->SetServingStatus(name, serving_);
-  health_names_ = std::move(names);
+  health_ = std::move(next);
 }
 
 void EndpointServer::Adopt(int conn, const PeerCredentials& peer) {

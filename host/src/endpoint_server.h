@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,7 +54,7 @@ class EndpointServer {
   ReflectionService reflection_;
   std::mutex health_mu_;
   bool serving_ = true;                     // guarded by health_mu_
-  std::vector<std::string> health_names_;  // the services told so far; guarded by health_mu_
+  std::map<std::string, bool> health_;     // what each service was told (serving); guarded by health_mu_
   std::unique_ptr<grpc::Server> server_;
   int fd_ = -1;
 
