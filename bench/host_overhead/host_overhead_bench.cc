@@ -1,5 +1,6 @@
 // Host overhead: the same trivial Echo handler served
-//   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library;
+//   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library, once without
+//       and once with Prometheus metrics ([host] metrics_address), which record every call;
 //   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback.
 // One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
 // measure throughput. Servers are measured in interleaved rounds (host, sync, callback, then rotated), so
@@ -16,6 +17,7 @@
 #include "bench_host.h"
 #include "child_process.h"
 #include "cleanup.h"
+#include "loopback_port.h"
 #include "raw_client.h"
 #include "results.h"
 #include "scratch.h"
@@ -29,7 +31,7 @@ constexpr const char* kMethod = "/v1.Echo/Echo";
 constexpr int kWorkers = 16;  // the host's default worker pool; the sync baseline gets as many threads
 
 struct Server {
-  std::string id;  // record subject: host, grpc-sync, grpc-callback
+  std::string id;  // record subject: host, host-metrics, grpc-sync, grpc-callback
   std::string socket;
   pid_t pid = -1;
 };
@@ -117,10 +119,17 @@ int Main(int argc, char** argv) {
     std::cerr << started.status().message() << "\n";
     return 1;
   }
+  BenchHost metered({"echo"}, "workers = " + std::to_string(kWorkers) + "\nmetrics_address = \"127.0.0.1:" +
+                                  std::to_string(test_support::FreeLoopbackPort()) + "\"\n");
+  if (auto started = metered.Start({"csi-proxy-echo-v1"}); !started.ok()) {
+    std::cerr << "with metrics: " << started.status().message() << "\n";
+    return 1;
+  }
   ScratchDir scratch("csi-proxy-bench-baseline");
   std::string baseline = SelfDir() + "/csi-proxy-bench-echo-baseline";
   std::vector<ChildProcess> baselines;
-  std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()}};
+  std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()},
+                                 {"host-metrics", metered.endpoint("csi-proxy-echo-v1"), metered.pid()}};
   for (const char* mode : {"sync", "callback"}) {
     std::string socket = scratch.Sub(std::string(mode) + ".sock");
     auto child =
@@ -200,6 +209,7 @@ int Main(int argc, char** argv) {
 
   for (auto& b : baselines) b.Stop();
   if (auto stopped = host.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
+  if (auto stopped = metered.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
   return results.Write() ? 0 : 1;
 }
 
