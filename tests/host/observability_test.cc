@@ -197,6 +197,19 @@ TEST_F(Observability, ReflectionListsAndDescribesFromTheLibrarysDescriptors) {
             0u);
 }
 
+TEST(ObservabilityVersion1, ALibraryWithoutDescriptorsIsListedButNotDescribed) {
+  HostProcess host("[groups.version1]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-version1.so\"\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-version1-v1"})) << host.error();
+  std::string socket = host.endpoint("csi-proxy-version1-v1");
+  EXPECT_EQ(Python(socket, {"list"}).rfind("v1.Echo\ngrpc.health.v1.Health\n", 0), 0u);
+  std::string described = Python(socket, {"describe", "v1.Echo.Echo"});
+  EXPECT_NE(described.find("no descriptor for v1.Echo: no symbol v1.Echo (the library of this endpoint gives no "
+                           "descriptors)"),
+            std::string::npos)
+      << described;
+  EXPECT_EQ(Python(socket, {"check", "v1.Echo"}), "SERVING\n");
+}
+
 TEST_F(Observability, HealthIsNotServingWhileAGroupReloadsAndDrains) {
   EXPECT_EQ(Python(host_.endpoint(kFilesystem), {"check", ""}), "SERVING\n");
   EXPECT_EQ(Python(host_.endpoint(kFilesystem), {"check", "v1.Filesystem"}), "SERVING\n");
