@@ -53,8 +53,8 @@ class EndpointServer {
   Router router_;
   ReflectionService reflection_;
   std::mutex health_mu_;
-  bool serving_ = true;                     // guarded by health_mu_
-  std::map<std::string, bool> health_;     // what each service was told (serving); guarded by health_mu_
+  bool serving_ = true;                 // guarded by health_mu_
+  std::map<std::string, bool> health_;  // what each service was told (serving); guarded by health_mu_
   std::unique_ptr<grpc::Server> server_;
   int fd_ = -1;
 

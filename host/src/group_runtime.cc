@@ -101,10 +101,14 @@ std::vector<std::string> GroupRuntime::Stop(std::chrono::steady_clock::time_poin
 
 const char* GroupRuntime::StateName(State state) {
   switch (state) {
-    case State::kServing: return "serving";
-    case State::kReloading: return "reloading";
-    case State::kDraining: return "draining";
-    case State::kStopped: return "stopped";
+    case State::kServing:
+      return "serving";
+    case State::kReloading:
+      return "reloading";
+    case State::kDraining:
+      return "draining";
+    case State::kStopped:
+      return "stopped";
   }
   return "unknown";
 }

@@ -24,9 +24,10 @@ using prometheus::MetricType;
 
 // grpc_code values: the names Go's codes.Code prints, as upstream's middleware labels them.
 constexpr std::array<const char*, 17> kCodeNames = {
-    "OK",           "Canceled",         "Unknown",           "InvalidArgument", "DeadlineExceeded", "NotFound",
-    "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",       "OutOfRange",
-    "Unimplemented", "Internal",         "Unavailable",       "DataLoss",        "Unauthenticated"};
+    "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+    "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+    "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+    "DataLoss", "Unauthenticated"};
 constexpr size_t kUnknownCode = 2;
 
 // The buckets upstream csi-proxy gives grpc_server_handling_seconds (seconds).
@@ -64,9 +65,8 @@ class EndpointMetrics final : public CallObserver {
       // path: /<package>.<Service>/<Method>
       size_t slash = path.rfind('/');
       auto series = std::make_unique<MethodSeries>();
-      series->labels = {{"grpc_type", "unary"},
-                        {"grpc_service", path.substr(1, slash - 1)},
-                        {"grpc_method", path.substr(slash + 1)}};
+      series->labels = {
+          {"grpc_type", "unary"}, {"grpc_service", path.substr(1, slash - 1)}, {"grpc_method", path.substr(slash + 1)}};
       series->started = &families_->started->Add(series->labels);
       series->received = &families_->received->Add(series->labels);
       series->sent = &families_->sent->Add(series->labels);
@@ -194,16 +194,19 @@ class GroupCollector final : public prometheus::Collectable {
                        MetricType::Gauge,
                        {}};
     MetricFamily in_flight{"csi_proxy_group_calls_in_flight",
-                           "Calls handed to the group and not answered by it yet", MetricType::Gauge, {}};
-    MetricFamily busy{"csi_proxy_group_workers_busy", "Workers of the group's budget running a handler now",
-                      MetricType::Gauge, {}};
-    MetricFamily workers{"csi_proxy_group_workers", "The group's budget: handlers that may run at once",
-                         MetricType::Gauge, {}};
-    MetricFamily queued{"csi_proxy_group_calls_queued", "Calls waiting for a worker of the group's budget",
-                        MetricType::Gauge, {}};
+                           "Calls handed to the group and not answered by it yet",
+                           MetricType::Gauge,
+                           {}};
+    MetricFamily busy{
+        "csi_proxy_group_workers_busy", "Workers of the group's budget running a handler now", MetricType::Gauge, {}};
+    MetricFamily workers{
+        "csi_proxy_group_workers", "The group's budget: handlers that may run at once", MetricType::Gauge, {}};
+    MetricFamily queued{
+        "csi_proxy_group_calls_queued", "Calls waiting for a worker of the group's budget", MetricType::Gauge, {}};
     MetricFamily refused{"csi_proxy_group_refused_total",
                          "Calls refused with RESOURCE_EXHAUSTED because the group's budget and queue were full",
-                         MetricType::Counter, {}};
+                         MetricType::Counter,
+                         {}};
     for (const auto& [name, s] : sums) {
       refused.metric.push_back(Sample({{"group", name}}, s.refused, MetricType::Counter));
       if (s.info == nullptr) continue;  // retired: only its refusals stay
@@ -241,16 +244,20 @@ class GroupCollector final : public prometheus::Collectable {
   // Which of two instances' states a group shows: a reload or a drain in progress wins over serving.
   static int Rank(GroupRuntime::State state) {
     switch (state) {
-      case GroupRuntime::State::kStopped: return 0;
-      case GroupRuntime::State::kServing: return 1;
-      case GroupRuntime::State::kDraining: return 2;
-      case GroupRuntime::State::kReloading: return 3;
+      case GroupRuntime::State::kStopped:
+        return 0;
+      case GroupRuntime::State::kServing:
+        return 1;
+      case GroupRuntime::State::kDraining:
+        return 2;
+      case GroupRuntime::State::kReloading:
+        return 3;
     }
     return 0;
   }
 
   mutable std::mutex mu_;
-  std::vector<Tracked> tracked_;                       // in load order
+  std::vector<Tracked> tracked_;                     // in load order
   std::map<std::string, uint64_t> retired_refused_;  // by group name
 };
 
@@ -278,8 +285,9 @@ StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address) {
                  .Register(r);
   f->handling_seconds = &prometheus::BuildHistogram()
                              .Name("grpc_server_handling_seconds")
-                             .Help("Histogram of response latency (seconds) of gRPC that had been application-level "
-                                   "handled by the server.")
+                             .Help(
+                                 "Histogram of response latency (seconds) of gRPC that had been application-level "
+                                 "handled by the server.")
                              .Register(r);
   f->unknown_methods = &prometheus::BuildCounter()
                             .Name("csi_proxy_unknown_method_calls_total")
@@ -287,8 +295,9 @@ StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address) {
                             .Register(r);
   f->reloads = &prometheus::BuildCounter()
                     .Name("csi_proxy_reloads_total")
-                    .Help("Configuration reloads by outcome: ok, partial (some changes refused), refused (none "
-                          "applied)")
+                    .Help(
+                        "Configuration reloads by outcome: ok, partial (some changes refused), refused (none "
+                        "applied)")
                     .Register(r);
   for (const char* result : {"ok", "partial", "refused"}) f->reloads->Add({{"result", result}});
   prometheus::BuildGauge()

@@ -29,8 +29,8 @@ constexpr const char* kBlocker = "csi-proxy-blocker-v1";
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's, where python3-grpcio is installed
 
 std::string BlockerGroup(const std::string& tag) {
-  return "[groups.blocker]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-blocker1.so\"\ntag = \"" +
-         tag + "\"\n";
+  return "[groups.blocker]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-blocker1.so\"\ntag = \"" + tag +
+         "\"\n";
 }
 const std::string kFilesystemGroup = "[groups.filesystem]\nrequired = true\n";
 
@@ -123,8 +123,8 @@ class Observability : public ::testing::Test {
   }
 
   uint16_t port_ = test_support::FreeLoopbackPort();
-  HostProcess host_{kFilesystemGroup + BlockerGroup("a"), "metrics_address = \"127.0.0.1:" + std::to_string(port_) +
-                                                              "\"\nshutdown_timeout_seconds = 20\n"};
+  HostProcess host_{kFilesystemGroup + BlockerGroup("a"),
+                    "metrics_address = \"127.0.0.1:" + std::to_string(port_) + "\"\nshutdown_timeout_seconds = 20\n"};
 };
 
 TEST_F(Observability, MetricsCountKnownCallsWithUpstreamNamesAndLabels) {
@@ -191,10 +191,11 @@ TEST_F(Observability, ReflectionListsAndDescribesFromTheLibrarysDescriptors) {
     EXPECT_NE(method.find("field path 1 9"), std::string::npos) << method;  // string path = 1
   }
   // The host's own services are described too.
-  EXPECT_EQ(Python(host_.endpoint(kFilesystem), {"describe", "grpc.health.v1.Health.Check"})
-                .rfind("grpc.health.v1.Health.Check grpc.health.v1.HealthCheckRequest grpc.health.v1.HealthCheckResponse\n",
-                       0),
-            0u);
+  EXPECT_EQ(
+      Python(host_.endpoint(kFilesystem), {"describe", "grpc.health.v1.Health.Check"})
+          .rfind("grpc.health.v1.Health.Check grpc.health.v1.HealthCheckRequest grpc.health.v1.HealthCheckResponse\n",
+                 0),
+      0u);
 }
 
 TEST(ObservabilityVersion1, ALibraryWithoutDescriptorsIsListedButNotDescribed) {
@@ -218,8 +219,9 @@ TEST_F(Observability, HealthIsNotServingWhileAGroupReloadsAndDrains) {
 
   // A call the old instance is busy with keeps the reload draining for a while.
   std::string seen = host_.dir() + "/watch.out";
-  auto watch =
-      std::async(std::launch::async, [&] { return Python(host_.endpoint(kBlocker), {"watch", "", "3", seen}); });
+  auto watch = std::async(std::launch::async, [&] {
+    return Python(host_.endpoint(kBlocker), {"watch", "", "3", seen});
+  });
   for (int i = 0; i < 2000 && ReadAll(seen).empty(); ++i) std::this_thread::sleep_for(milliseconds(10));
   ASSERT_EQ(ReadAll(seen), "SERVING\n");  // the watch is established
   auto blocked = std::async(std::launch::async, [&] {
@@ -229,8 +231,8 @@ TEST_F(Observability, HealthIsNotServingWhileAGroupReloadsAndDrains) {
     return Call(Dial(host_.endpoint(kBlocker)), "/v1.Blocker/Block", req, &resp);
   });
   ASSERT_TRUE(WaitForValue("csi_proxy_group_calls_in_flight", {{"group", "blocker"}}, 1)) << Metrics();
-  host_.WriteConfig(kFilesystemGroup + BlockerGroup("b"), "metrics_address = \"127.0.0.1:" + std::to_string(port_) +
-                                                              "\"\nshutdown_timeout_seconds = 20\n");
+  host_.WriteConfig(kFilesystemGroup + BlockerGroup("b"),
+                    "metrics_address = \"127.0.0.1:" + std::to_string(port_) + "\"\nshutdown_timeout_seconds = 20\n");
   auto reloaded = std::async(std::launch::async, [&] { return host_.Reload(); });
 
   ASSERT_TRUE(WaitForValue("csi_proxy_group_state", {{"group", "blocker"}, {"state", "reloading"}}, 1)) << Metrics();
