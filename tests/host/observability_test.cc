@@ -227,7 +227,7 @@ TEST_F(Observability, HealthIsNotServingWhileAGroupReloadsAndDrains) {
   auto blocked = std::async(std::launch::async, [&] {
     v1::EchoResponse resp;
     v1::EchoRequest req;
-    req.set_delay_ms(4000);
+    req.set_delay_ms(6000);  // time enough for the checks below, even on a slow machine
     return Call(Dial(host_.endpoint(kBlocker)), "/v1.Blocker/Block", req, &resp);
   });
   ASSERT_TRUE(WaitForValue("csi_proxy_group_calls_in_flight", {{"group", "blocker"}}, 1)) << Metrics();
