@@ -6,7 +6,7 @@ set -euo pipefail
 build_pkgs=(
   build-essential cmake pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libprotoc-dev protobuf-compiler
-  libboost-dev libspdlog-dev libtomlplusplus-dev
+  libboost-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libblkid-dev libfdisk-dev libmount-dev libsystemd-dev
   prometheus-cpp-dev grpc-proto

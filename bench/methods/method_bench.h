@@ -37,6 +37,9 @@ struct MethodCase {
 
 struct MethodBenchOptions {
   bool formatted_volume = false;  // attach, partition, format and mount one disk for volume methods
+  // Also load the filesystem group into the same host and measure /v1.Filesystem/PathExists (a trivial call)
+  // beside the group's methods: the report gives each method's p50 as a ratio to it.
+  bool trivial_baseline = false;
 };
 
 // Parses the common flags (results.h) and Google Benchmark's, runs every case at every disk count and writes

@@ -81,5 +81,6 @@ int main(int argc, char** argv) {
   };
   csi_proxy::bench::MethodBenchOptions options;
   options.formatted_volume = true;
+  options.trivial_baseline = true;  // issue 12: each method's p50 against PathExists through the same host
   return csi_proxy::bench::RunMethodBenchmarks(argc, argv, "volume", cases, options);
 }

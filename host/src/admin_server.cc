@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
+
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
 #include "unix_socket.h"
 
@@ -48,7 +50,30 @@ class AdminServer::Service final : public admin::Admin::Service {
       s->set_queued(static_cast<int32_t>(g.usage.executor.queued));
       s->set_in_flight(static_cast<int64_t>(g.usage.in_flight));
       s->set_refused(g.usage.executor.refused);
+      s->set_state("serving");
+      s->set_required(g.required);
     }
+    out->set_endpoint_dir(runtime_.endpoint_dir());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Descriptors(grpc::ServerContext*, const admin::DescriptorsRequest* in,
+                           admin::DescriptorsResponse* out) override {
+    auto endpoint = runtime_.FindEndpoint(in->endpoint());
+    if (!endpoint.ok()) return grpc::Status(grpc::StatusCode::NOT_FOUND, endpoint.status().message());
+    out->set_endpoint(endpoint->name);
+    out->set_group(endpoint->group);
+    out->set_version(endpoint->version);
+    out->set_library(endpoint->library);
+    for (const auto& s : endpoint->services) out->add_services(s);
+    std::map<std::string, bool> methods;  // sorted by path
+    for (const auto& [path, handler] : endpoint->methods) methods[path] = handler.read_only();
+    for (const auto& [path, read_only] : methods) {
+      admin::MethodInfo* m = out->add_methods();
+      m->set_path(path);
+      m->set_read_only(read_only);
+    }
+    for (const auto& f : endpoint->file_descriptors) out->add_file_descriptors(f);
     return grpc::Status::OK;
   }
 

@@ -116,12 +116,17 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
                                                "working_dirs",
                                                "state_dir",
                                                "log_level",
+                                               "log_format",
+                                               "audit_log",
                                                "workers",
                                                "socket_mode",
                                                "socket_group",
                                                "shutdown_timeout_seconds",
                                                "max_connections",
                                                "max_connections_per_uid",
+                                               "max_connections_per_endpoint",
+                                               "handshake_timeout_seconds",
+                                               "idle_timeout_seconds",
                                                "metrics_address"};
   for (const auto& [key, node] : t) {
     if (!kKnown.count(std::string(key.str()))) {
@@ -135,6 +140,8 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, t, "host", "working_dirs", c.working_dirs));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "state_dir", c.state_dir));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "log_level", c.log_level));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "log_format", c.log_format));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "audit_log", c.audit_log));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "socket_group", c.socket_group));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "metrics_address", c.metrics_address));
   if (!c.metrics_address.empty() && !IsValidMetricsAddress(c.metrics_address)) {
@@ -151,6 +158,12 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   }
   if (!c.plugin_dir.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "plugin_dir", c.plugin_dir));
   if (!c.admin_socket.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "admin_socket", c.admin_socket));
+  if (!c.audit_log.empty() && c.audit_log != "-") {
+    CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "audit_log", c.audit_log));
+  }
+  if (c.log_format != "text" && c.log_format != "json") {
+    return KeyError(source, *t.get("log_format"), "host.log_format", "must be text or json, not '" + c.log_format + "'");
+  }
   for (const auto& dir : c.working_dirs) {
     if (dir.empty() || dir[0] != '/') {
       return KeyError(source, *t.get("working_dirs"), "host.working_dirs",
@@ -165,12 +178,20 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   }
   if (!IsValidLogLevel(c.log_level)) {
     return KeyError(source, *t.get("log_level"), "host.log_level",
-                    "must be one of trace, debug, info, warn, error, not '" + c.log_level + "'");
+                    "must be one of trace, debug, info, warn (or warning), error, not '" + c.log_level + "'");
   }
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "workers", 1, 1024, c.workers));
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "max_connections", 16, 1000000, c.max_connections));
   CSI_PROXY_RETURN_IF_ERROR(
       ReadInt(source, t, "host", "max_connections_per_uid", 1, 1000000, c.max_connections_per_uid));
+  CSI_PROXY_RETURN_IF_ERROR(
+      ReadInt(source, t, "host", "max_connections_per_endpoint", 1, 1000000, c.max_connections_per_endpoint));
+  int handshake = static_cast<int>(c.handshake_timeout.count());
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "handshake_timeout_seconds", 1, 3600, handshake));
+  c.handshake_timeout = std::chrono::seconds(handshake);
+  int idle = static_cast<int>(c.idle_timeout.count());
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "idle_timeout_seconds", 1, 7 * 24 * 3600, idle));
+  c.idle_timeout = std::chrono::seconds(idle);
   if (const toml::node* n = t.get("shutdown_timeout_seconds")) {
     auto v = n->value_exact<int64_t>();
     if (!v || *v < 0 || *v > 3600) {
@@ -266,7 +287,9 @@ const std::vector<std::string>& GroupHostKeys() {
 }
 
 bool IsValidLogLevel(const std::string& level) {
-  return level == "trace" || level == "debug" || level == "info" || level == "warn" || level == "error";
+  // The names the log prints (spdlog writes "warning") and the short ones.
+  return level == "trace" || level == "debug" || level == "info" || level == "warn" || level == "warning" ||
+         level == "error";
 }
 
 StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,

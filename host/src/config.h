@@ -38,13 +38,20 @@ struct HostConfig {
   std::vector<std::string> working_dirs;
   std::string state_dir = "/var/lib/csi-proxy";
   std::string log_level = "info";
+  std::string log_format = "text";  // "text" or "json" (JSON lines), for the log and the audit log
+  std::string audit_log;            // an absolute file path, "-" (standard error) or empty (no audit log)
   int workers = 16;  // the default budget of each group (see GroupConfig::workers)
   uint32_t socket_mode = 0660;
   std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
-  int max_connections = 4096;       // open connections in all (also bounded by the open-file limit)
-  int max_connections_per_uid = 0;  // for one caller's uid; 0: a quarter of max_connections
-  std::string metrics_address;      // IP:PORT of the Prometheus listener; empty: no metrics
+  int max_connections = 4096;            // open connections in all (also bounded by the open-file limit)
+  int max_connections_per_uid = 0;       // for one caller's uid; 0: a quarter of max_connections
+  int max_connections_per_endpoint = 0;  // on one endpoint socket; 0: half of max_connections
+  // A connection must have sent the HTTP/2 client preface within this time, and one without a call for
+  // idle_timeout is closed (the client reconnects for its next call).
+  std::chrono::seconds handshake_timeout{10};
+  std::chrono::seconds idle_timeout{300};
+  std::string metrics_address;  // IP:PORT of the Prometheus listener; empty: no metrics
   std::vector<GroupConfig> groups;  // sorted by name
 };
 

@@ -18,7 +18,8 @@ EndpointServer::~EndpointServer() {
   Stop(std::chrono::system_clock::now());
 }
 
-Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes) {
+Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes,
+                             std::chrono::milliseconds idle_timeout) {
   CSI_PROXY_ASSIGN_OR_RETURN(fd_, ListenUnixSocket(path_, mode, group));
   // gRPC's own health service (per server, set by SetServing); registered services take their methods from
   // the router, which gets every other path.
@@ -29,6 +30,9 @@ Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes) 
   builder.RegisterService(reflection_.v1());
   builder.RegisterCallbackGenericService(&router_);
   builder.SetMaxReceiveMessageSize(max_receive_bytes);
+  // gRPC's idle filter sends GOAWAY to a connection without calls for this long; clients reconnect when needed.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(std::min<int64_t>(idle_timeout.count(), INT32_MAX)));
   server_ = builder.BuildAndStart();
   if (!server_) return Internal("cannot start the gRPC server for " + path_);
   std::lock_guard lock(health_mu_);

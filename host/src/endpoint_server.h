@@ -24,8 +24,9 @@ class EndpointServer {
   EndpointServer(const EndpointServer&) = delete;
   EndpointServer& operator=(const EndpointServer&) = delete;
 
-  // Creates the socket (refusing one another process serves) and starts the gRPC server.
-  Status Start(uint32_t mode, gid_t group, int max_receive_bytes);
+  // Creates the socket (refusing one another process serves) and starts the gRPC server, which closes a
+  // connection that has had no call for `idle_timeout`.
+  Status Start(uint32_t mode, gid_t group, int max_receive_bytes, std::chrono::milliseconds idle_timeout);
 
   // Hands an accepted connection to gRPC, which owns the fd from here on.
   void Adopt(int conn, const PeerCredentials& peer);

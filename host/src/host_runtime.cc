@@ -38,6 +38,11 @@ ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
   limits.max_per_uid = config.max_connections_per_uid > 0 ? static_cast<size_t>(config.max_connections_per_uid)
                                                           : std::max<size_t>(1, limits.max_total / 4);
   limits.max_per_uid = std::min(limits.max_per_uid, limits.max_total);
+  limits.max_per_endpoint = config.max_connections_per_endpoint > 0
+                                ? static_cast<size_t>(config.max_connections_per_endpoint)
+                                : std::max<size_t>(1, limits.max_total / 2);
+  limits.max_per_endpoint = std::min(limits.max_per_endpoint, limits.max_total);
+  limits.handshake_timeout = config.handshake_timeout;
   return limits;
 }
 
@@ -136,7 +141,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
     if (endpoints_.count(name)) continue;
     auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
-    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()));
+    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()),
+                           config_.idle_timeout);
     if (!failed.ok()) break;
     endpoints_[name] = std::move(server);
     created.push_back(name);
@@ -193,6 +199,8 @@ Status HostRuntime::Start(const HostConfig& config) {
   auto gid = ResolveGroup(config.socket_group);
   if (!gid.ok()) return gid.status().WithContext("socket_group");
   socket_gid_ = *gid;
+  CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
+  call_observers_.push_back(audit_);
   if (!config.metrics_address.empty()) {
     auto metrics = Metrics::Start(config.metrics_address);
     if (!metrics.ok()) return metrics.status();
@@ -211,7 +219,10 @@ Status HostRuntime::Start(const HostConfig& config) {
           "{}{}", runtime.status().message(),
           fatal ? (group.required ? " (required: refusing to start)" : " (a configuration error: refusing to start)")
                 : " (skipped)");
-      if (fatal) return Status(runtime.status().code(), "group '" + group.name + "' cannot be served (see above)");
+      if (fatal) {
+        return Status(runtime.status().code(), std::string(group.required ? "required " : "") + "group '" + group.name +
+                                                   "' failed to load: " + runtime.status().message());
+      }
       continue;
     }
     const LoadedPlugin& p = (*runtime)->plugin();
@@ -260,9 +271,31 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     next.socket_mode = config_.socket_mode;
     next.socket_group = config_.socket_group;
   }
+  // The accept loop's limits are set once; endpoints created by a reload keep the idle timeout of the others.
+  if (next.max_connections != config_.max_connections ||
+      next.max_connections_per_uid != config_.max_connections_per_uid ||
+      next.max_connections_per_endpoint != config_.max_connections_per_endpoint ||
+      next.handshake_timeout != config_.handshake_timeout || next.idle_timeout != config_.idle_timeout) {
+    report.notes.push_back("the connection limits and timeouts take effect at the next start");
+    next.max_connections = config_.max_connections;
+    next.max_connections_per_uid = config_.max_connections_per_uid;
+    next.max_connections_per_endpoint = config_.max_connections_per_endpoint;
+    next.handshake_timeout = config_.handshake_timeout;
+    next.idle_timeout = config_.idle_timeout;
+  }
   if (next.log_level != config_.log_level) {
     spdlog::set_level(spdlog::level::from_str(next.log_level));
     report.applied.push_back("log_level " + next.log_level);
+  }
+  // Reopened at every reload, so that logrotate can move the file and send SIGHUP.
+  if (Status s = audit_->Open(next.audit_log, next.log_format == "json"); !s.ok()) {
+    report.refused.push_back(s.message() + " (the audit log stays as it was)");
+    next.audit_log = config_.audit_log;
+  } else if (next.audit_log != config_.audit_log) {
+    report.applied.push_back("audit_log " + (next.audit_log.empty() ? std::string("off") : next.audit_log));
+  }
+  if (next.log_format != config_.log_format) {
+    report.notes.push_back("log_format takes effect for the host log at the next start (the audit log follows it now)");
   }
   if (next.shutdown_timeout != config_.shutdown_timeout) {
     report.applied.push_back("shutdown_timeout_seconds " + std::to_string(next.shutdown_timeout.count() / 1000));
@@ -403,9 +436,22 @@ std::vector<GroupState> HostRuntime::Describe() const {
     GroupState g{name, p.group(),         p.library(),     p.plugin_version(), p.abi_version(),
                  {},   runtime->limits(), runtime->usage()};
     for (const auto& [endpoint, e] : runtime->endpoints()) g.endpoints.push_back(endpoint);
+    g.required = runtime->required();
     out.push_back(std::move(g));
   }
   return out;
+}
+
+StatusOr<Endpoint> HostRuntime::FindEndpoint(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = endpoints_.find(name);
+  if (it == endpoints_.end()) return NotFound("no endpoint " + name + " is served");
+  return *it->second->binding()->endpoint;
+}
+
+std::string HostRuntime::endpoint_dir() const {
+  std::lock_guard lock(mu_);
+  return config_.endpoint_dir;
 }
 
 std::vector<std::string> HostRuntime::socket_paths() const {

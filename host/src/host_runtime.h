@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "audit_log.h"
 #include "config.h"
 #include "endpoint_server.h"
 #include "group_runtime.h"
@@ -49,6 +50,7 @@ struct GroupState {
   std::vector<std::string> endpoints;
   GroupExecutor::Limits limits;
   GroupRuntime::Usage usage;
+  bool required = false;
 };
 
 class HostRuntime {
@@ -74,6 +76,9 @@ class HostRuntime {
 
   std::vector<std::string> socket_paths() const;
   std::vector<GroupState> Describe() const;
+  // A copy of the endpoint `name` as served now (for the admin's Descriptors); NotFound when none is.
+  StatusOr<Endpoint> FindEndpoint(const std::string& name) const;
+  std::string endpoint_dir() const;
 
  private:
   using Runtimes = std::map<std::string, std::shared_ptr<GroupRuntime>>;
@@ -103,6 +108,7 @@ class HostRuntime {
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
   std::vector<std::shared_ptr<CallObserver>> call_observers_;  // every endpoint's (metrics, audit)
+  std::shared_ptr<AuditLog> audit_ = std::make_shared<AuditLog>();  // in call_observers_; off until opened
   std::unique_ptr<Metrics> metrics_;                           // when [host] metrics_address is set
   bool started_ = false;
   bool stopped_ = false;

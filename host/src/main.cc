@@ -16,6 +16,7 @@
 #include "config.h"
 #include "group_set.h"
 #include "host_runtime.h"
+#include "log_setup.h"
 #include "plugin_loader.h"
 #include "trusted_files.h"
 
@@ -33,7 +34,7 @@ Serves the csi-proxy API groups named in the configuration, one Unix socket per 
   --config FILE       the TOML configuration (default: ../etc/csi-proxy/csi-proxy.toml beside the executable)
   --check-config      load the configuration and every enabled group library, print what would be served,
                       and exit: 0 when every enabled group loads, 1 with the reasons otherwise
-  --log-level LEVEL   trace, debug, info, warn or error; overrides [host] log_level
+  --log-level LEVEL   trace, debug, info, warn (or warning) or error; overrides [host] log_level
   --allow-untrusted-files
                       load libraries and the configuration even when a user other than root (or the host's own)
                       could change them; for development only
@@ -51,14 +52,6 @@ struct Options {
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "csi-proxy: %s\n\n%s", message.c_str(), kUsage);
   return 2;
-}
-
-void SetUpLogging(const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("csi-proxy");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(level));
-  spdlog::flush_on(spdlog::level::trace);
 }
 
 int CheckConfig(const HostConfig& config, const csi_proxy::host::GroupSet& groups) {
@@ -143,10 +136,11 @@ int main(int argc, char** argv) {
   };
   auto config = load_config();
   if (!config.ok()) {
-    std::fprintf(stderr, "csi-proxy: %s\n", config.status().message().c_str());
+    std::fprintf(stderr, "csi-proxy: exiting: the configuration is refused: %s\n", config.status().message().c_str());
     return 1;
   }
-  SetUpLogging(config->log_level);
+  csi_proxy::host::SetUpLogging(config->log_level, config->log_format);
+  csi_proxy::host::LogFatalErrorsOnTerminate();
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
 
   if (opts.check_config) {
@@ -159,19 +153,17 @@ int main(int argc, char** argv) {
   // that once they accept, reload and status are served too.
   if (auto s = csi_proxy::host::ClaimHost(*config); !s.ok()) {
     spdlog::error("{}", s.message());
-    spdlog::error("not starting: another csi-proxy serves this configuration");
+    spdlog::error("exiting: another csi-proxy serves this configuration");
     return 1;
   }
   csi_proxy::host::HostRuntime runtime;
   csi_proxy::host::AdminServer admin(runtime, opts.config_path, load_config);
   if (auto s = admin.Start(config->admin_socket); !s.ok()) {
-    spdlog::error("{}", s.message());
-    spdlog::error("not starting: the admin socket cannot be served");
+    spdlog::error("exiting: the admin socket cannot be served: {}", s.message());
     return 1;
   }
   if (auto s = runtime.Start(*config); !s.ok()) {
-    spdlog::error("{}", s.message());
-    spdlog::error("not starting: the configuration cannot be served");
+    spdlog::error("exiting: {}", s.message());
     return 1;
   }
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
@@ -185,17 +177,18 @@ int main(int argc, char** argv) {
     spdlog::info("received SIGHUP; reloading {}", opts.config_path);
     runtime.Reload(load_config());
   }
-  spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  const char* sig_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)", sig_name);
   admin.Stop();
   auto still_running = runtime.Shutdown();
   if (!still_running.empty()) {
     // Their handlers never returned: exiting normally would run the libraries' destructors under them.
-    spdlog::warn("stopped with {} group(s) still running a call; exiting without waiting for them",
-                 still_running.size());
+    spdlog::warn("stopped with {} group(s) still running a call; exiting on {} without waiting for them",
+                 still_running.size(), sig_name);
     spdlog::shutdown();
     std::_Exit(0);
   }
   spdlog::info("stopped");
+  spdlog::info("exiting on {}", sig_name);
   return 0;
 }

@@ -29,16 +29,6 @@ std::optional<uint64_t> ReadU64(const std::string& path) {
   return v;
 }
 
-std::optional<dev_t> ParseDevno(std::string_view text) {
-  auto colon = text.find(':');
-  uint64_t ma = 0, mi = 0;
-  if (colon == std::string_view::npos || !ParseDecimal(text.substr(0, colon), ma) ||
-      !ParseDecimal(text.substr(colon + 1), mi) || ma > UINT32_MAX || mi > UINT32_MAX) {
-    return std::nullopt;
-  }
-  return makedev(static_cast<unsigned>(ma), static_cast<unsigned>(mi));
-}
-
 std::string ReadBinary(const std::string& path, size_t limit = 64 * 1024) {
   auto data = ReadWholeFile(path, {.max_bytes = limit});
   return data.ok() ? std::move(data).value() : std::string();
@@ -61,6 +51,16 @@ bool IsPlausibleDeviceName(std::string_view name) {
 std::string DevnoText(dev_t devno) { return std::to_string(major(devno)) + ":" + std::to_string(minor(devno)); }
 
 }  // namespace
+
+std::optional<dev_t> ParseDevno(std::string_view text) {
+  auto colon = text.find(':');
+  uint64_t ma = 0, mi = 0;
+  if (colon == std::string_view::npos || !ParseDecimal(text.substr(0, colon), ma) ||
+      !ParseDecimal(text.substr(colon + 1), mi) || ma > UINT32_MAX || mi > UINT32_MAX) {
+    return std::nullopt;
+  }
+  return makedev(static_cast<unsigned>(ma), static_cast<unsigned>(mi));
+}
 
 std::optional<uint32_t> DiskNumberOf(const BlockDevice& device) {
   if (device.diskseq == 0 || device.diskseq > UINT32_MAX) return std::nullopt;
@@ -168,9 +168,9 @@ StatusOr<BlockDevice> BlockDevices::DeviceOfMount(const MountEntry& mount) const
   return NotFound("the mount at " + QuotePath(mount.target) + " (" + mount.fs_type + ") has no block device");
 }
 
-StatusOr<BlockDevice> BlockDevices::ResolveVolumeId(std::string_view volume_id) const {
+StatusOr<DeviceNode> ResolveDeviceNode(const BlockDeviceRoots& roots, std::string_view volume_id) {
   if (volume_id.empty()) return InvalidArgument("volume id is empty");
-  const std::string prefix = roots_.dev + "/";
+  const std::string prefix = roots.dev + "/";
   if (volume_id.find('\0') != std::string_view::npos || volume_id.size() >= PATH_MAX ||
       volume_id.substr(0, prefix.size()) != prefix) {
     return InvalidArgument("volume id " + QuotePath(volume_id) + " is not a device path under " + prefix +
@@ -184,7 +184,7 @@ StatusOr<BlockDevice> BlockDevices::ResolveVolumeId(std::string_view volume_id) 
     return InvalidArgument(ErrnoMessage("volume id " + QuotePath(id), err));
   }
   char dev_root[PATH_MAX];
-  if (realpath(roots_.dev.c_str(), dev_root) == nullptr) return Internal(ErrnoMessage(roots_.dev, errno));
+  if (realpath(roots.dev.c_str(), dev_root) == nullptr) return Internal(ErrnoMessage(roots.dev, errno));
   const std::string resolved_path = resolved;
   const std::string dev_prefix = std::string(dev_root) + "/";
   if (resolved_path.rfind(dev_prefix, 0) != 0) {
@@ -193,12 +193,20 @@ StatusOr<BlockDevice> BlockDevices::ResolveVolumeId(std::string_view volume_id) 
   struct stat st {};
   if (stat(resolved, &st) != 0) return NotFound(ErrnoMessage(QuotePath(id), errno));
   if (!S_ISBLK(st.st_mode)) return InvalidArgument("volume id " + QuotePath(id) + " is not a block device");
-  CSI_PROXY_ASSIGN_OR_RETURN(auto device, DeviceByDevno(st.st_rdev));
-  // Prefer the kernel's own node name; keep the resolved node if that one is missing or different.
+  return DeviceNode{resolved_path, st.st_rdev};
+}
+
+void PreferKernelNode(BlockDevice& device, const DeviceNode& node) {
   struct stat canonical {};
-  if (stat(device.path.c_str(), &canonical) != 0 || !S_ISBLK(canonical.st_mode) || canonical.st_rdev != st.st_rdev) {
-    device.path = resolved_path;
+  if (stat(device.path.c_str(), &canonical) != 0 || !S_ISBLK(canonical.st_mode) || canonical.st_rdev != node.devno) {
+    device.path = node.path;
   }
+}
+
+StatusOr<BlockDevice> BlockDevices::ResolveVolumeId(std::string_view volume_id) const {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto node, ResolveDeviceNode(roots_, volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto device, DeviceByDevno(node.devno));
+  PreferKernelNode(device, node);
   return device;
 }
 

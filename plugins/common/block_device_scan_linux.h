@@ -48,6 +48,9 @@ struct BlockDevice {
 // none, or one beyond uint32 (after four billion device attachments in one boot), which cannot be named.
 std::optional<uint32_t> DiskNumberOf(const BlockDevice& device);
 
+// "8:17" (a sysfs dev attribute) -> the device number; nullopt if it is not one.
+std::optional<dev_t> ParseDevno(std::string_view text);
+
 class BlockDevices {
  public:
   explicit BlockDevices(BlockDeviceRoots roots = {});
@@ -118,6 +121,16 @@ class BlockDevices {
 
   BlockDeviceRoots roots_;
 };
+
+// The block device node a volume ID leads to, by BlockDevices::ResolveVolumeId's rules (which it checks, but for
+// the kernel listing the device).
+struct DeviceNode {
+  std::string path;  // the resolved node, symlinks followed
+  dev_t devno = 0;
+};
+StatusOr<DeviceNode> ResolveDeviceNode(const BlockDeviceRoots& roots, std::string_view volume_id);
+// Keeps the kernel's own node name as `device.path` when that node is this device; else the resolved one.
+void PreferKernelNode(BlockDevice& device, const DeviceNode& node);
 
 // Mounts whose source is this device: by device number, or by source path for filesystems that report an
 // anonymous device number (btrfs).

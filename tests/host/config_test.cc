@@ -139,6 +139,25 @@ TEST(Config, TheAdminSocketLivesBesideTheEndpointDirectory) {
   EXPECT_EQ(d->max_connections_per_uid, 10);
 }
 
+TEST(Config, ConnectionLimitsAndTimeouts) {
+  auto defaults = Parse("[host]\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->max_connections_per_endpoint, 0);  // half of max_connections
+  EXPECT_EQ(defaults->handshake_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(defaults->idle_timeout, std::chrono::seconds(300));
+  auto c =
+      Parse("[host]\nmax_connections_per_endpoint = 50\nhandshake_timeout_seconds = 2\nidle_timeout_seconds = 60\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->max_connections_per_endpoint, 50);
+  EXPECT_EQ(c->handshake_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(c->idle_timeout, std::chrono::seconds(60));
+  auto bad = Parse("[host]\nhandshake_timeout_seconds = 0\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("test.toml:2: host.handshake_timeout_seconds must be an integer from 1"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Config, BudgetKeysAreTheHostsAndNeverReachTheLibrary) {
   auto c = Parse("[groups.disk]\nworkers = 3\nmax_queued_calls = 7\nmax_request_bytes = 2048\nown_key = 1\n");
   ASSERT_TRUE(c.ok()) << c.status().message();

@@ -1,9 +1,11 @@
 // What a red-team pass found at the host's door, each tried through the real socket: a flood of idle connections
-// never locks other callers out (connections are capped in all and per uid within the open-file limit, and the
-// host never spins when it runs out of descriptors); oversized requests and handlers' long messages cost little;
-// files a non-root user could change are never loaded.
+// never locks other callers out (connections are capped in all, per uid and per endpoint within the open-file
+// limit, which the host raises at start, and the host never spins when it runs out of descriptors); a client that
+// never finishes the HTTP/2 handshake, or keeps a connection without calls, is closed; oversized requests and
+// handlers' long messages cost little; files a non-root user could change are never loaded.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,7 +16,12 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "grpc_client.h"
 #include "host_process.h"
@@ -92,6 +99,169 @@ TEST(ConnectionFlood, IdleConnectionsOfOneCallerDoNotLockOthersOut) {
 
   kill(flood, SIGKILL);
   waitpid(flood, nullptr, 0);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+// Waits until the host closes `fd` (end of file or reset). Returns how long that took, or nullopt if it did
+// not within `limit`. Whatever the host sends first (an HTTP/2 SETTINGS frame) is read and ignored.
+std::optional<std::chrono::milliseconds> WaitUntilClosed(int fd, std::chrono::milliseconds limit) {
+  auto begin = std::chrono::steady_clock::now();
+  for (;;) {
+    auto left = limit - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
+    }
+  }
+}
+
+bool SendAll(int fd, std::string_view bytes) { return write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()); }
+
+constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+bool EchoWorks(const std::string& endpoint, const std::string& method = "/v1.Echo/Echo") {
+  v1::EchoRequest req;
+  req.set_text("hello");
+  v1::EchoResponse resp;
+  return Call(Dial(endpoint), method, req, &resp, std::chrono::seconds(5)).ok() && resp.text() == "hello";
+}
+
+// Open sockets of a process (its connections and listeners).
+int SocketsOf(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    auto target = fs::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind("socket:", 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST(ConnectionLimit, OneEndpointFullRefusesAtOnceWhileOthersServe) {
+  HostProcess host("[groups.echo]\n", "max_connections_per_endpoint = 4\nhandshake_timeout_seconds = 60\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1", "csi-proxy-echo-v1alpha1"})) << host.error();
+  std::string full = host.endpoint("csi-proxy-echo-v1");
+  // Start() probed the sockets with connections of its own: let the host see them go.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) held.push_back(ConnectTo(full));
+  for (int fd : held) ASSERT_GE(fd, 0);
+  // The fifth connection to that endpoint is closed at once, however long a handshake may take.
+  int refused = ConnectTo(full);
+  ASSERT_GE(refused, 0);
+  auto closed = WaitUntilClosed(refused, std::chrono::seconds(5));
+  ASSERT_TRUE(closed.has_value()) << host.log();
+  EXPECT_LT(*closed, std::chrono::seconds(2));
+  close(refused);
+  EXPECT_NE(host.log().find("an endpoint holds its maximum of 4 connections"), std::string::npos) << host.log();
+  // The other endpoint serves; the full one again once its connections are gone.
+  EXPECT_TRUE(EchoWorks(host.endpoint("csi-proxy-echo-v1alpha1"), "/v1alpha1.Echo/Echo")) << host.log();
+  for (int fd : held) close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(EchoWorks(full)) << host.log();
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(HandshakeTimeout, ClientsThatNeverFinishThePrefaceAreClosedAndOthersServed) {
+  HostProcess host("[groups.echo]\n", "handshake_timeout_seconds = 1\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  std::string endpoint = host.endpoint("csi-proxy-echo-v1");
+  int silent = ConnectTo(endpoint);
+  int partial = ConnectTo(endpoint);
+  int other_protocol = ConnectTo(endpoint);
+  ASSERT_GE(silent, 0);
+  ASSERT_GE(partial, 0);
+  ASSERT_GE(other_protocol, 0);
+  ASSERT_TRUE(SendAll(partial, kPreface.substr(0, 10)));
+  ASSERT_TRUE(SendAll(other_protocol, "GET / HTTP/1.1\r\n\r\n"));
+  // While they wait, a real client is served.
+  EXPECT_TRUE(EchoWorks(endpoint)) << host.log();
+  // Not HTTP/2: closed at once. Silent or stuck in the preface: closed at the timeout, not before.
+  auto closed = WaitUntilClosed(other_protocol, std::chrono::seconds(5));
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_LT(*closed, std::chrono::milliseconds(900));
+  for (int fd : {silent, partial}) {
+    closed = WaitUntilClosed(fd, std::chrono::seconds(10));
+    ASSERT_TRUE(closed.has_value()) << "still open after 10 s\n" << host.log();
+    EXPECT_LT(*closed, std::chrono::seconds(5));
+    close(fd);
+  }
+  close(other_protocol);
+  EXPECT_NE(host.log().find("no HTTP/2 client preface within 1000 ms"), std::string::npos) << host.log();
+  // A connection that sends the whole preface in pieces is handed on: the host answers with its SETTINGS.
+  int slow = ConnectTo(endpoint);
+  ASSERT_GE(slow, 0);
+  ASSERT_TRUE(SendAll(slow, kPreface.substr(0, 5)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(SendAll(slow, kPreface.substr(5)));
+  pollfd p{slow, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  char frame[9];
+  ASSERT_EQ(read(slow, frame, sizeof frame), 9);
+  EXPECT_EQ(frame[3], 0x4) << "the first frame of the server should be SETTINGS";
+  close(slow);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(IdleTimeout, AConnectionWithoutCallsIsClosedAndTheClientReconnects) {
+  HostProcess host("[groups.echo]\n", "idle_timeout_seconds = 1\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Start()'s probes are gone
+  int before = SocketsOf(host.pid());
+  auto channel = Dial(host.endpoint("csi-proxy-echo-v1"));
+  v1::EchoRequest req;
+  req.set_text("one");
+  v1::EchoResponse resp;
+  ASSERT_TRUE(Call(channel, "/v1.Echo/Echo", req, &resp).ok());
+  EXPECT_EQ(SocketsOf(host.pid()), before + 1);
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  // Idle for longer than the timeout: the host sends GOAWAY and closes its side. A client that keeps reading its
+  // connection (grpc-go always does; here, waiting on the channel's state) sees the channel leave READY.
+  EXPECT_TRUE(
+      channel->WaitForStateChange(GRPC_CHANNEL_READY, std::chrono::system_clock::now() + std::chrono::seconds(10)));
+  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (SocketsOf(host.pid()) > before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(SocketsOf(host.pid()), before) << host.log();
+  // The next call on the same channel connects again by itself.
+  req.set_text("two");
+  auto status = Call(channel, "/v1.Echo/Echo", req, &resp);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(resp.text(), "two");
+  // A client that speaks just enough HTTP/2 (the preface and an empty SETTINGS frame) and then sits there is
+  // closed by the host as well; it does not depend on the client closing its side after GOAWAY.
+  int raw = ConnectTo(host.endpoint("csi-proxy-echo-v1"));
+  ASSERT_GE(raw, 0);
+  ASSERT_TRUE(SendAll(raw, kPreface));
+  ASSERT_TRUE(SendAll(raw, std::string_view("\0\0\0\x04\0\0\0\0\0", 9)));
+  auto closed = WaitUntilClosed(raw, std::chrono::seconds(15));
+  EXPECT_TRUE(closed.has_value()) << host.log();
+  close(raw);
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(OpenFileLimit, TheHostRaisesItsSoftLimitToTheHardLimitAtStart) {
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--nofile=256:2048", "--"};
+  HostProcess host("[groups.echo]\n", "", options);
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  std::ifstream limits("/proc/" + std::to_string(host.pid()) + "/limits");
+  std::string line;
+  std::string soft;
+  std::string hard;
+  while (std::getline(limits, line)) {
+    // "Max open files            2048                 2048                 files"
+    if (line.rfind("Max open files", 0) == 0) std::istringstream(line.substr(14)) >> soft >> hard;
+  }
+  EXPECT_EQ(soft, "2048");
+  EXPECT_EQ(hard, "2048");
+  EXPECT_TRUE(EchoWorks(host.endpoint("csi-proxy-echo-v1")));
   EXPECT_EQ(host.Stop(), 0);
 }
 

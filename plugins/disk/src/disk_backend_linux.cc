@@ -2,6 +2,8 @@
 #include "disk_backend_linux.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <libfdisk/libfdisk.h>
 #include <unistd.h>
 
@@ -62,15 +64,21 @@ struct FdiskTypeDeleter {
 
 }  // namespace
 
-LinuxDiskBackend::LinuxDiskBackend(LinuxDiskOptions options) : options_(std::move(options)), devices_(options_.roots) {}
+LinuxDiskBackend::LinuxDiskBackend(LinuxDiskOptions options)
+    : options_(std::move(options)), devices_(options_.roots), inventory_(options_.roots, options_.inventory) {}
+
+StatusOr<BlockDevice> LinuxDiskBackend::Disk(uint32_t disk_number) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto entry, inventory_.DiskByNumber(disk_number));
+  return entry.device;
+}
 
 StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations() {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, devices_.ListDisks());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, inventory_.ListDisks());
   std::map<uint32_t, DiskLocation> locations;
   for (const auto& disk : disks) {
-    auto number = common::DiskNumberOf(disk);  // a disk that cannot be named is left out
+    auto number = common::DiskNumberOf(disk.device);  // a disk that cannot be named is left out
     if (!number) continue;
-    auto address = devices_.ScsiAddressOf(disk);
+    const auto& address = disk.scsi_address;
     if (!address) continue;
     locations[*number] = DiskLocation{std::to_string(address->host), std::to_string(address->channel),
                                       std::to_string(address->target), std::to_string(address->lun)};
@@ -79,33 +87,32 @@ StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations()
 }
 
 StatusOr<std::map<uint32_t, DiskIds>> LinuxDiskBackend::ListDiskIds() {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, devices_.ListDisks());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, inventory_.ListDisks());
   std::map<uint32_t, DiskIds> ids;
   for (const auto& disk : disks) {
-    auto number = common::DiskNumberOf(disk);
+    auto number = common::DiskNumberOf(disk.device);
     if (!number) continue;
-    auto found = devices_.IdentifiersOf(disk);
-    ids[*number] = DiskIds{found.page83, found.serial_number};
+    ids[*number] = DiskIds{disk.ids.page83, disk.ids.serial_number};
   }
   return ids;
 }
 
 StatusOr<uint32_t> LinuxDiskBackend::FindDiskByPage83(const std::string& page83) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, devices_.ListDisks());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disks, inventory_.ListDisks());
   for (const auto& disk : disks) {
-    auto number = common::DiskNumberOf(disk);
-    if (number && devices_.IdentifiersOf(disk).page83 == page83) return *number;
+    auto number = common::DiskNumberOf(disk.device);
+    if (number && disk.ids.page83 == page83) return *number;
   }
   return NotFound("no disk has the page 0x83 identifier " + common::QuotePath(page83));
 }
 
 StatusOr<int64_t> LinuxDiskBackend::GetDiskSize(uint32_t disk_number) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
-  return static_cast<int64_t>(disk.size_bytes);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, inventory_.DiskByNumber(disk_number));
+  return static_cast<int64_t>(disk.device.size_bytes);
 }
 
 Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, Disk(disk_number));
   const std::string what = DiskText(disk_number, disk);
 
   // Idempotent: a disk that already has a partition (other than Microsoft Reserved) is left as it is.
@@ -147,10 +154,14 @@ Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
   CSI_PROXY_RETURN_IF_ERROR(
       WritePartitionTable(disk, fd->get(), number, start, size).WithContext("partitioning " + what));
   if (fsync(fd->get()) != 0) return Internal(common::ErrnoMessage("fsync " + disk.path, errno));
+  // Drop the disk's cached pages (libfdisk wiped the new partition's first sectors through them): the partition
+  // has a page cache of its own, and a later write through the disk must not write those stale pages back over
+  // what was written through the partition. A whole-disk re-read (BLKRRPART) used to do this as a side effect.
+  if (ioctl(fd->get(), BLKFLSBUF, 0) != 0) return Internal(common::ErrnoMessage("BLKFLSBUF " + disk.path, errno));
 
-  // Tell the kernel. The disk had no partitions in use, so a full re-read disturbs nothing; BLKPG then adds
-  // whatever the kernel's own parsers did not find (some kernels are built without any).
-  (void)common::RereadPartitionTable(fd->get());
+  // Tell the kernel with BLKPG, partition by partition, not with a whole-disk re-read (BLKRRPART drops every
+  // partition device and adds them back: a call in between would miss them). The kernel has the new partition
+  // (and announced it) when the ioctl returns; its device node may come a moment later, so wait for that too.
   if (!common::KernelPartitionsMatchTable(devices_, disk)) {
     CSI_PROXY_RETURN_IF_ERROR(
         common::SyncKernelPartitions(devices_, disk, fd->get(), /*remove_vanished=*/true).WithContext(what));
@@ -260,7 +271,7 @@ std::string LinuxDiskBackend::DeviceKind(const BlockDevice& disk) const {
 }
 
 Status LinuxDiskBackend::SetDiskState(uint32_t disk_number, bool online) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, Disk(disk_number));
   const std::string what = DiskText(disk_number, disk);
   auto state_path = devices_.ScsiStatePath(disk);
   if (!state_path) {
@@ -283,11 +294,10 @@ Status LinuxDiskBackend::SetDiskState(uint32_t disk_number, bool online) {
 }
 
 StatusOr<bool> LinuxDiskBackend::GetDiskState(uint32_t disk_number) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
-  auto state_path = devices_.ScsiStatePath(disk);
-  if (!state_path) return true;  // a device without an offline state is online
-  CSI_PROXY_ASSIGN_OR_RETURN(auto state, common::ReadAttribute(*state_path));
-  return IsOnlineScsiState(state);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, inventory_.DiskByNumber(disk_number));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto state, inventory_.ReadScsiState(disk));
+  if (!state) return true;  // a device without an offline state is online
+  return IsOnlineScsiState(*state);
 }
 
 std::unique_ptr<DiskBackend> MakeDiskBackend(const DiskBackendOptions& options) {

@@ -1,10 +1,11 @@
-// The disk group on Linux: sysfs for discovery and state, libblkid to see what a disk holds, libfdisk to write
-// the partition table, BLKRRPART/BLKPG to tell the kernel.
+// The disk group on Linux: the block-device inventory (kept current from uevents) for discovery, sysfs for
+// state, libblkid to see what a disk holds, libfdisk to write the partition table, BLKPG to tell the kernel.
 #pragma once
 
 #include <string>
 
 #include "block_device_scan_linux.h"
+#include "block_inventory_linux.h"
 #include "disk_backend.h"
 
 namespace csi_proxy::disk {
@@ -13,6 +14,7 @@ struct LinuxDiskOptions {
   // GPT type of the partition PartitionDisk creates; upstream's "Microsoft basic data" by default.
   std::string gpt_partition_type = kBasicDataPartitionType;
   common::BlockDeviceRoots roots;  // tests point these at a fabricated sysfs
+  common::BlockInventoryOptions inventory;
 };
 
 class LinuxDiskBackend final : public DiskBackend {
@@ -32,9 +34,12 @@ class LinuxDiskBackend final : public DiskBackend {
   Status WritePartitionTable(const common::BlockDevice& disk, int disk_fd, uint32_t& partition_number,
                              uint64_t& start_bytes, uint64_t& size_bytes);
   std::string DeviceKind(const common::BlockDevice& disk) const;
+  // The disk of that number, from the inventory.
+  StatusOr<common::BlockDevice> Disk(uint32_t disk_number);
 
   LinuxDiskOptions options_;
-  common::BlockDevices devices_;
+  common::BlockDevices devices_;      // sysfs read directly: what changes read (holders, partitions being made)
+  common::BlockInventory inventory_;  // what the listings answer from
 };
 
 }  // namespace csi_proxy::disk

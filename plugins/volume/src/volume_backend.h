@@ -3,6 +3,7 @@
 // volume_backend_linux.*.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,30 +19,38 @@ struct VolumeStats {
   int64_t used_bytes = 0;
 };
 
+// A volume ID resolved once per request: its canonical form, and the backend's own description of the device
+// (on Linux a common::BlockDevice), which the service passes back to the backend's methods so that they do
+// not look the ID up again. `device` is empty for an ID that names nothing any more (UnmountVolume only).
+struct ResolvedVolume {
+  std::string id;
+  std::any device;
+};
+
 class VolumeBackend {
  public:
   virtual ~VolumeBackend() = default;
 
-  // The canonical form of a volume ID (the device node the kernel names it by). INVALID_ARGUMENT for IDs that
-  // cannot name a volume, NOT_FOUND for IDs that name nothing.
-  virtual StatusOr<std::string> CanonicalVolumeId(const std::string& volume_id) = 0;
+  // Resolves a volume ID to its canonical form (the device node the kernel names it by) and its device.
+  // INVALID_ARGUMENT for IDs that cannot name a volume, NOT_FOUND for IDs that name nothing.
+  virtual StatusOr<ResolvedVolume> ResolveVolume(const std::string& volume_id) = 0;
 
   // Volumes on a disk: its partitions (all, or only `partition_number` when it is not 0), or the whole disk when
   // it holds a filesystem without a partition table. NOT_FOUND for an unknown disk.
   virtual StatusOr<std::vector<std::string>> ListVolumesOnDisk(uint32_t disk_number, uint32_t partition_number) = 0;
-  virtual Status MountVolume(const std::string& volume_id, const common::ConfinedPath& target) = 0;
-  virtual Status UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) = 0;
-  virtual StatusOr<bool> IsVolumeFormatted(const std::string& volume_id) = 0;
-  virtual Status FormatVolume(const std::string& volume_id) = 0;
+  virtual Status MountVolume(const ResolvedVolume& volume, const common::ConfinedPath& target) = 0;
+  virtual Status UnmountVolume(const ResolvedVolume& volume, const common::ConfinedPath& target) = 0;
+  virtual StatusOr<bool> IsVolumeFormatted(const ResolvedVolume& volume) = 0;
+  virtual Status FormatVolume(const ResolvedVolume& volume) = 0;
   // Grows the partition to `size_bytes` (0: as far as the disk allows) and the filesystem to the partition.
-  virtual Status ResizeVolume(const std::string& volume_id, int64_t size_bytes) = 0;
-  virtual StatusOr<VolumeStats> GetVolumeStats(const std::string& volume_id) = 0;
-  virtual StatusOr<uint32_t> GetDiskNumber(const std::string& volume_id) = 0;
+  virtual Status ResizeVolume(const ResolvedVolume& volume, int64_t size_bytes) = 0;
+  virtual StatusOr<VolumeStats> GetVolumeStats(const ResolvedVolume& volume) = 0;
+  virtual StatusOr<uint32_t> GetDiskNumber(const ResolvedVolume& volume) = 0;
   // The volume mounted exactly at `target` (after following symlinks).
   virtual StatusOr<std::string> GetVolumeIdFromTargetPath(const common::ConfinedPath& target) = 0;
   // The volume holding `target`: its own mount if it is a block volume, else the nearest enclosing one.
   virtual StatusOr<std::string> GetClosestVolumeIdFromTargetPath(const common::ConfinedPath& target) = 0;
-  virtual Status WriteVolumeCache(const std::string& volume_id) = 0;
+  virtual Status WriteVolumeCache(const ResolvedVolume& volume) = 0;
 };
 
 // Filesystems FormatVolume can create and ResizeVolume can grow on this platform.

@@ -120,24 +120,32 @@ std::optional<uint64_t> FilesystemBytes(const std::string& device, const std::st
 bool IsSupportedFilesystem(const std::string& fs_type) { return IsExt(fs_type) || fs_type == "xfs"; }
 
 LinuxVolumeBackend::LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOptions options)
-    : policy_(std::move(policy)), options_(std::move(options)), devices_(options_.roots) {}
+    : policy_(std::move(policy)),
+      options_(std::move(options)),
+      devices_(options_.roots),
+      inventory_(options_.roots, options_.inventory) {}
 
-StatusOr<BlockDevice> LinuxVolumeBackend::Volume(const std::string& volume_id) const {
-  return devices_.ResolveVolumeId(volume_id);
+StatusOr<BlockDevice> LinuxVolumeBackend::Device(const ResolvedVolume& resolved) {
+  const auto* device = std::any_cast<BlockDevice>(&resolved.device);
+  if (device == nullptr) return NotFound("no device " + QuotePath(resolved.id));
+  return *device;
 }
 
 StatusOr<UniqueFd> LinuxVolumeBackend::OpenTarget(const common::ConfinedPath& target) const {
   return common::OpenFollowing(policy_, target, "target_path");
 }
 
-StatusOr<std::string> LinuxVolumeBackend::CanonicalVolumeId(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
-  return volume.path;
+StatusOr<ResolvedVolume> LinuxVolumeBackend::ResolveVolume(const std::string& volume_id) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, inventory_.ResolveVolumeId(volume_id));
+  ResolvedVolume resolved{volume.path, {}};
+  resolved.device = std::move(volume);
+  return resolved;
 }
 
 StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_t disk_number,
                                                                          uint32_t partition_number) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskByNumber(disk_number));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto disk_entry, inventory_.DiskByNumber(disk_number));
+  const BlockDevice& disk = disk_entry.device;
   // The shared lock of the udev convention: whoever changes the kernel's partitions holds the exclusive one
   // (PartitionDisk until the new partition and its node exist; systemd-udevd while it re-reads the table after
   // a writer closed the disk, which drops every partition for a moment). Listing under it never sees the
@@ -147,7 +155,8 @@ StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_
   if (!lock.ok() && lock.status().code() != Code::kUnavailable) {
     return lock.status().WithContext("listing the volumes of disk " + std::to_string(disk_number));
   }
-  CSI_PROXY_ASSIGN_OR_RETURN(auto parts, devices_.PartitionsOf(disk));
+  // Taken after the lock: whatever a partitioner did before releasing it has been announced by then.
+  CSI_PROXY_ASSIGN_OR_RETURN(auto parts, inventory_.PartitionsOf(disk));
   std::vector<std::string> volumes;
   if (parts.empty()) {
     // No partitions: the whole disk is a volume if it holds a filesystem. A probe that fails is reported, as
@@ -158,16 +167,18 @@ StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_
     if (IsFilesystem(*sig)) volumes.push_back(disk.path);
     return volumes;
   }
-  // Partitions that cannot hold a volume (Microsoft Reserved, extended containers) are not listed.
+  // Partitions that cannot hold a volume (Microsoft Reserved, extended containers) are not listed. The table is
+  // read per call (a type change emits no event); a table that cannot be read is reported, like a failed probe.
   auto entries = common::ReadPartitionEntries(disk.path);
+  if (!entries.ok()) {
+    return entries.status().WithContext("listing the volumes of disk " + std::to_string(disk_number));
+  }
   for (const auto& part : parts) {
     if (partition_number != 0 && part.partition_number != partition_number) continue;
     bool skip = false;
-    if (entries.ok()) {
-      for (const auto& e : *entries) {
-        if (e.number == part.partition_number && (e.is_extended || e.type == common::kMicrosoftReservedGuid)) {
-          skip = true;
-        }
+    for (const auto& e : *entries) {
+      if (e.number == part.partition_number && (e.is_extended || e.type == common::kMicrosoftReservedGuid)) {
+        skip = true;
       }
     }
     if (!skip) volumes.push_back(part.path);
@@ -175,14 +186,14 @@ StatusOr<std::vector<std::string>> LinuxVolumeBackend::ListVolumesOnDisk(uint32_
   return volumes;
 }
 
-StatusOr<bool> LinuxVolumeBackend::IsVolumeFormatted(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+StatusOr<bool> LinuxVolumeBackend::IsVolumeFormatted(const ResolvedVolume& resolved) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   return IsFilesystem(sig);
 }
 
-Status LinuxVolumeBackend::FormatVolume(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   const std::string& fs_type = options_.default_fs_type;
   const std::string what = "volume " + volume.path;
   if (!volume.is_partition) {
@@ -265,9 +276,11 @@ Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume) const {
   return Status::Ok();
 }
 
-Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {
+Status LinuxVolumeBackend::ResizeVolume(const ResolvedVolume& resolved, int64_t size_bytes) {
   if (size_bytes < 0) return InvalidArgument("invalid negative size " + std::to_string(size_bytes));
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto resolved_device, Device(resolved));
+  // Sizes as the kernel has them now, under the volume's lock (the request resolved the ID before taking it).
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, devices_.DeviceByName(resolved_device.name));
   const std::string what = "volume " + volume.path;
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (sig.ambivalent || (!sig.fs_type.empty() && !IsFilesystem(sig))) {
@@ -313,7 +326,7 @@ Status LinuxVolumeBackend::ResizeVolume(const std::string& volume_id, int64_t si
   }
   if (!fs_needs_growth(partition_bytes)) return Status::Ok();  // growing to the current size changes nothing
   CSI_PROXY_RETURN_IF_ERROR(can_grow(partition_bytes));
-  CSI_PROXY_ASSIGN_OR_RETURN(auto grown, Volume(volume.path));  // the new size
+  CSI_PROXY_ASSIGN_OR_RETURN(auto grown, devices_.DeviceByName(volume.name));  // the new size
   return GrowFilesystem(grown, fs_type).WithContext("growing the " + fs_type + " filesystem of " + what);
 }
 
@@ -389,8 +402,9 @@ Status LinuxVolumeBackend::GrowPartition(const BlockDevice& volume, int64_t size
   }
   fdisk_deassign_device(cxt.get(), /*nosync=*/1);
   if (fsync(fd.get()) != 0) return Internal(ErrnoMessage("fsync " + disk.path, errno));
-  CSI_PROXY_RETURN_IF_ERROR(
-      common::KernelResizePartition(fd.get(), volume.partition_number, start * sector, wanted * sector));
+  Status resized = common::KernelResizePartition(fd.get(), volume.partition_number, start * sector, wanted * sector);
+  inventory_.Invalidate(volume.name);  // BLKPG resize emits no uevent
+  CSI_PROXY_RETURN_IF_ERROR(resized);
   partition_bytes = wanted * sector;
   return Status::Ok();
 }
@@ -429,8 +443,8 @@ Status LinuxVolumeBackend::GrowFilesystem(const BlockDevice& volume, const std::
   return common::RunProgramChecked({xfs_growfs, "-d", mount_point}, run);
 }
 
-StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const ResolvedVolume& resolved) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (!IsFilesystem(sig)) {
     return FailedPrecondition("volume " + volume.path + " holds no filesystem (" + common::DescribeSignatures(sig) +
@@ -467,8 +481,8 @@ StatusOr<VolumeStats> LinuxVolumeBackend::GetVolumeStats(const std::string& volu
   return Internal("unreachable");
 }
 
-StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const ResolvedVolume& resolved) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   auto number = common::DiskNumberOf(volume);
   if (!number) {
     return FailedPrecondition("the disk of " + volume.path + " has no disk number (diskseq " +
@@ -477,8 +491,8 @@ StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const std::string& volume_i
   return *number;
 }
 
-Status LinuxVolumeBackend::MountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+Status LinuxVolumeBackend::MountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (!IsFilesystem(sig)) {
     return FailedPrecondition("volume " + volume.path + " is not formatted (it holds " +
@@ -517,9 +531,9 @@ Status LinuxVolumeBackend::RefuseHostOwnedVolume(const BlockDevice& volume) cons
   return Status::Ok();
 }
 
-Status LinuxVolumeBackend::UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) {
-  auto volume = Volume(volume_id);
-  if (!volume.ok() && volume.status().code() != Code::kNotFound) return volume.status();
+Status LinuxVolumeBackend::UnmountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) {
+  const std::string& volume_id = resolved.id;
+  auto volume = Device(resolved);
   auto dir = OpenTarget(target);
   if (!dir.ok()) return dir.status().code() == Code::kNotFound ? Status::Ok() : dir.status();
   CSI_PROXY_ASSIGN_OR_RETURN(auto where, FindMountOf(dir->get()));
@@ -589,8 +603,8 @@ StatusOr<std::string> LinuxVolumeBackend::GetClosestVolumeIdFromTargetPath(const
   return NotFound("no block volume holds " + QuotePath(target.path));
 }
 
-Status LinuxVolumeBackend::WriteVolumeCache(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Volume(volume_id));
+Status LinuxVolumeBackend::WriteVolumeCache(const ResolvedVolume& resolved) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
   for (const auto& m : MountsOf(mounts, volume)) {
     UniqueFd fs(open(m.target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

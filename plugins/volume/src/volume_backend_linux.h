@@ -7,6 +7,7 @@
 #include <string>
 
 #include "block_device_scan_linux.h"
+#include "block_inventory_linux.h"
 #include "path_policy.h"
 #include "unique_fd_linux.h"
 #include "volume_backend.h"
@@ -18,27 +19,29 @@ struct LinuxVolumeOptions {
   std::string scratch_dir = "/var/lib/csi-proxy/volume/scratch";  // private temporary mount points
   bool mount_nosuid_nodev = true;  // MountVolume mounts with nosuid,nodev (the group key mount_nosuid_nodev)
   common::BlockDeviceRoots roots;
+  common::BlockInventoryOptions inventory;
 };
 
 class LinuxVolumeBackend final : public VolumeBackend {
  public:
   LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOptions options);
 
-  StatusOr<std::string> CanonicalVolumeId(const std::string& volume_id) override;
+  StatusOr<ResolvedVolume> ResolveVolume(const std::string& volume_id) override;
   StatusOr<std::vector<std::string>> ListVolumesOnDisk(uint32_t disk_number, uint32_t partition_number) override;
-  Status MountVolume(const std::string& volume_id, const common::ConfinedPath& target) override;
-  Status UnmountVolume(const std::string& volume_id, const common::ConfinedPath& target) override;
-  StatusOr<bool> IsVolumeFormatted(const std::string& volume_id) override;
-  Status FormatVolume(const std::string& volume_id) override;
-  Status ResizeVolume(const std::string& volume_id, int64_t size_bytes) override;
-  StatusOr<VolumeStats> GetVolumeStats(const std::string& volume_id) override;
-  StatusOr<uint32_t> GetDiskNumber(const std::string& volume_id) override;
+  Status MountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) override;
+  Status UnmountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) override;
+  StatusOr<bool> IsVolumeFormatted(const ResolvedVolume& resolved) override;
+  Status FormatVolume(const ResolvedVolume& resolved) override;
+  Status ResizeVolume(const ResolvedVolume& resolved, int64_t size_bytes) override;
+  StatusOr<VolumeStats> GetVolumeStats(const ResolvedVolume& resolved) override;
+  StatusOr<uint32_t> GetDiskNumber(const ResolvedVolume& resolved) override;
   StatusOr<std::string> GetVolumeIdFromTargetPath(const common::ConfinedPath& target) override;
   StatusOr<std::string> GetClosestVolumeIdFromTargetPath(const common::ConfinedPath& target) override;
-  Status WriteVolumeCache(const std::string& volume_id) override;
+  Status WriteVolumeCache(const ResolvedVolume& resolved) override;
 
  private:
-  StatusOr<common::BlockDevice> Volume(const std::string& volume_id) const;
+  // The device of a resolved volume; NOT_FOUND when it named nothing.
+  static StatusOr<common::BlockDevice> Device(const ResolvedVolume& resolved);
   StatusOr<common::UniqueFd> OpenTarget(const common::ConfinedPath& target) const;
   // Grows the partition to `size_bytes` (0: the maximum); calls `before_write` with the new size before it
   // changes anything. `partition_bytes` is the partition's size afterwards (also when nothing changed).
@@ -52,7 +55,8 @@ class LinuxVolumeBackend final : public VolumeBackend {
 
   common::PathPolicy policy_;
   LinuxVolumeOptions options_;
-  common::BlockDevices devices_;
+  common::BlockDevices devices_;      // sysfs read directly: what changes read (holders, swap)
+  common::BlockInventory inventory_;  // volume IDs, disks and their partitions
 };
 
 }  // namespace csi_proxy::volume

@@ -14,9 +14,9 @@ std::string TargetKey(const common::ConfinedPath& target) { return "target:" + t
 
 }  // namespace
 
-StatusOr<std::string> VolumeService::Canonical(const std::string& volume_id) {
+StatusOr<ResolvedVolume> VolumeService::Resolve(const std::string& volume_id) {
   if (volume_id.empty()) return InvalidArgument("volume id is empty");
-  return backend_.CanonicalVolumeId(volume_id);
+  return backend_.ResolveVolume(volume_id);
 }
 
 StatusOr<common::ConfinedPath> VolumeService::Target(const std::string& target_path, bool may_be_root) {
@@ -34,53 +34,53 @@ StatusOr<std::vector<std::string>> VolumeService::ListVolumesOnDisk(uint32_t dis
 }
 
 Status VolumeService::MountVolume(const std::string& volume_id, const std::string& target_path) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
   CSI_PROXY_ASSIGN_OR_RETURN(auto target, Target(target_path, /*may_be_root=*/false));
-  auto volume_lock = locks_.Hold(VolumeKey(id));
+  auto volume_lock = locks_.Hold(VolumeKey(volume.id));
   auto target_lock = locks_.Hold(TargetKey(target));
-  return backend_.MountVolume(id, target);
+  return backend_.MountVolume(volume, target);
 }
 
 Status VolumeService::UnmountVolume(const std::string& volume_id, const std::string& target_path) {
   if (volume_id.empty()) return InvalidArgument("volume id is empty");
   CSI_PROXY_ASSIGN_OR_RETURN(auto target, Target(target_path, /*may_be_root=*/false));
   // A volume whose device has gone can still be unmounted: the backend matches it by its old name.
-  auto id = backend_.CanonicalVolumeId(volume_id);
-  if (!id.ok() && id.status().code() != Code::kNotFound) return id.status();
-  const std::string key = id.ok() ? *id : volume_id;
-  auto volume_lock = locks_.Hold(VolumeKey(key));
+  auto resolved = backend_.ResolveVolume(volume_id);
+  if (!resolved.ok() && resolved.status().code() != Code::kNotFound) return resolved.status();
+  const ResolvedVolume volume = resolved.ok() ? std::move(*resolved) : ResolvedVolume{volume_id, {}};
+  auto volume_lock = locks_.Hold(VolumeKey(volume.id));
   auto target_lock = locks_.Hold(TargetKey(target));
-  return backend_.UnmountVolume(key, target);
+  return backend_.UnmountVolume(volume, target);
 }
 
 StatusOr<bool> VolumeService::IsVolumeFormatted(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
-  auto lock = locks_.Hold(VolumeKey(id));
-  return backend_.IsVolumeFormatted(id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
+  auto lock = locks_.Hold(VolumeKey(volume.id));
+  return backend_.IsVolumeFormatted(volume);
 }
 
 Status VolumeService::FormatVolume(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
-  auto lock = locks_.Hold(VolumeKey(id));
-  return backend_.FormatVolume(id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
+  auto lock = locks_.Hold(VolumeKey(volume.id));
+  return backend_.FormatVolume(volume);
 }
 
 Status VolumeService::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {
   if (size_bytes < 0) return InvalidArgument("invalid negative size " + std::to_string(size_bytes));
-  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
-  auto lock = locks_.Hold(VolumeKey(id));
-  return backend_.ResizeVolume(id, size_bytes);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
+  auto lock = locks_.Hold(VolumeKey(volume.id));
+  return backend_.ResizeVolume(volume, size_bytes);
 }
 
 StatusOr<VolumeStats> VolumeService::GetVolumeStats(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
-  auto lock = locks_.Hold(VolumeKey(id));
-  return backend_.GetVolumeStats(id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
+  auto lock = locks_.Hold(VolumeKey(volume.id));
+  return backend_.GetVolumeStats(volume);
 }
 
 StatusOr<uint32_t> VolumeService::GetDiskNumberFromVolumeId(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
-  return backend_.GetDiskNumber(id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
+  return backend_.GetDiskNumber(volume);
 }
 
 StatusOr<std::string> VolumeService::GetVolumeIdFromTargetPath(const std::string& target_path) {
@@ -94,9 +94,9 @@ StatusOr<std::string> VolumeService::GetClosestVolumeIdFromTargetPath(const std:
 }
 
 Status VolumeService::WriteVolumeCache(const std::string& volume_id) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto id, Canonical(volume_id));
-  auto lock = locks_.Hold(VolumeKey(id));
-  return backend_.WriteVolumeCache(id);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
+  auto lock = locks_.Hold(VolumeKey(volume.id));
+  return backend_.WriteVolumeCache(volume);
 }
 
 StatusOr<uint32_t> VolumeService::ParseDiskId(std::string_view disk_id) { return common::ParseDiskNumber(disk_id); }

@@ -36,7 +36,8 @@ class VolumeService {
   static StatusOr<uint32_t> ParseDiskId(std::string_view disk_id);
 
  private:
-  StatusOr<std::string> Canonical(const std::string& volume_id);
+  // Resolves a volume ID once per request; the backend gets the result.
+  StatusOr<ResolvedVolume> Resolve(const std::string& volume_id);
   StatusOr<common::ConfinedPath> Target(const std::string& target_path, bool may_be_root);
 
   VolumeBackend& backend_;

@@ -1,14 +1,20 @@
 // The iSCSI state directory: registered portals and the mutual CHAP secret survive a restart, are written
-// atomically with private permissions, and a broken state file is reported, not ignored.
+// atomically with private permissions (a process killed in the middle of a write leaves the old or the new file),
+// and a broken state file is reported, not ignored.
 #include "state_store.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -117,6 +123,46 @@ TEST(IscsiStateStore, TemporariesLeftByACrashAreRemovedAndTheOldStateKept) {
   ASSERT_TRUE(store.ok());
   EXPECT_EQ((*store)->Portals().size(), 1u);
   EXPECT_EQ(Entries(tmp.path()), (std::vector<std::string>{"portals"}));
+}
+
+TEST(IscsiStateStore, AProcessKilledWhileWritingLeavesWholeFilesAndTheNextOpenCleansUp) {
+  TempDir tmp;
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 10; ++round) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // Secrets are "s" followed by one repeated digit, so a torn file shows as a mixed or short one.
+      auto store = IscsiStateStore::Open(tmp.path(), IscsiStateStore::kMaxPortalsLimit);
+      if (!store.ok()) _exit(1);
+      for (int i = 0;; ++i) {
+        (void)(*store)->SetMutualChapSecret("s" + std::string(100 + i % 50, static_cast<char>('0' + i % 10)));
+        Portal p{"10.2." + std::to_string(i % 200) + ".1", 3260};
+        (void)(i % 3 == 0 ? (*store)->RemovePortal(p) : (*store)->AddPortal(p));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 60));
+    kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the writer stopped by itself (status " << status << ")";
+
+    if (std::filesystem::exists(tmp.path() + "/mutual-chap-secret")) {
+      EXPECT_EQ(ModeOf(tmp.path() + "/mutual-chap-secret"), 0600u);
+      std::ifstream in(tmp.path() + "/mutual-chap-secret");
+      std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      ASSERT_GE(secret.size(), 101u) << "a torn secret: '" << secret << "'";
+      EXPECT_EQ(secret[0], 's');
+      EXPECT_EQ(secret.find_first_not_of(secret[1], 1), std::string::npos) << "a torn secret: '" << secret << "'";
+    }
+    // The next open reads whole files and removes the temporaries the kill may have left.
+    auto store = IscsiStateStore::Open(tmp.path(), IscsiStateStore::kMaxPortalsLimit);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    for (const auto& name : Entries(tmp.path())) {
+      EXPECT_TRUE(name == "portals" || name == "mutual-chap-secret") << name << " left after a reopen";
+    }
+  }
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/mutual-chap-secret")) << "no write finished in ten rounds";
 }
 
 TEST(IscsiStateStore, AnUnparsablePortalsFileIsAnError) {

@@ -617,7 +617,9 @@ TEST_F(VolumeServiceTest, AnAdminMayAllowSetuidAndDevicesOnMountedVolumes) {
   const std::string mnt = dir_.MakeDir("kubelet/relaxed");
   auto target = policy->Confine(mnt, "target_path");
   ASSERT_TRUE(target.ok());
-  ASSERT_TRUE(relaxed.MountVolume(id, *target).ok());
+  auto volume = relaxed.ResolveVolume(id);
+  ASSERT_TRUE(volume.ok()) << volume.status().message();
+  ASSERT_TRUE(relaxed.MountVolume(*volume, *target).ok());
   struct statvfs vfs {};
   ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
   EXPECT_FALSE(vfs.f_flag & ST_NOSUID);
@@ -734,7 +736,9 @@ TEST_F(VolumeServiceTest, StatsOfADamagedFilesystemFailWithoutAReadWriteAttempt)
   auto partition = common::BlockDevices().ResolveVolumeId(id);
   ASSERT_TRUE(partition.ok());
   loop.WriteAt(partition->start_bytes + 1024 + 0x18, std::string("\x14\0\0\0", 4));  // s_log_block_size = 20
-  ASSERT_TRUE(*service_->IsVolumeFormatted(id)) << "libblkid still sees ext4";
+  auto formatted = service_->IsVolumeFormatted(id);
+  ASSERT_TRUE(formatted.ok()) << formatted.status().message();
+  ASSERT_TRUE(*formatted) << "libblkid still sees ext4";
   int fd = open(id.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   int read_only = 1;
