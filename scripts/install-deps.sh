@@ -9,6 +9,7 @@ build_pkgs=(
   libboost-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libblkid-dev libfdisk-dev libmount-dev libsystemd-dev
+  prometheus-cpp-dev grpc-proto
   clang libclang-rt-14-dev
 )
 # Programs the plugins exec or the end-to-end tests use as real peers.
@@ -16,6 +17,7 @@ runtime_pkgs=(
   util-linux fdisk e2fsprogs xfsprogs dosfstools
   samba smbclient cifs-utils tgt open-iscsi
   dbus systemd
+  python3-grpcio
 )
 
 want=("${build_pkgs[@]}")

@@ -1,5 +1,6 @@
 // Host overhead: the same trivial Echo handler served
-//   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library;
+//   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library, once without
+//       and once with Prometheus metrics ([host] metrics_address), which record every call;
 //   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback, and
 //       callback again taking its connections the way the host does (accepted, then handed to gRPC by fd).
 // One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
@@ -17,6 +18,7 @@
 #include "bench_host.h"
 #include "child_process.h"
 #include "cleanup.h"
+#include "loopback_port.h"
 #include "raw_client.h"
 #include "results.h"
 #include "scratch.h"
@@ -30,7 +32,7 @@ constexpr const char* kMethod = "/v1.Echo/Echo";
 constexpr int kWorkers = 16;  // the host's default worker pool; the sync baseline gets as many threads
 
 struct Server {
-  std::string id;  // record subject: host, grpc-sync, grpc-callback
+  std::string id;  // record subject: host, host-metrics, grpc-sync, grpc-callback
   std::string socket;
   pid_t pid = -1;
 };
@@ -118,11 +120,18 @@ int Main(int argc, char** argv) {
     std::cerr << started.status().message() << "\n";
     return 1;
   }
+  BenchHost metered({"echo"}, "workers = " + std::to_string(kWorkers) + "\nmetrics_address = \"127.0.0.1:" +
+                                  std::to_string(test_support::FreeLoopbackPort()) + "\"\n");
+  if (auto started = metered.Start({"csi-proxy-echo-v1"}); !started.ok()) {
+    std::cerr << "with metrics: " << started.status().message() << "\n";
+    return 1;
+  }
   ScratchDir scratch("csi-proxy-bench-baseline");
   std::string baseline = SelfDir() + "/csi-proxy-bench-echo-baseline";
   std::vector<ChildProcess> baselines;
-  std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()}};
-  // The third takes its connections as the host does (it accepts them and hands each to gRPC).
+  std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()},
+                                 {"host-metrics", metered.endpoint("csi-proxy-echo-v1"), metered.pid()}};
+  // The last takes its connections as the host does (it accepts them and hands each to gRPC).
   for (std::string mode : {"sync", "callback", "callback-fd"}) {
     std::string socket = scratch.Sub(mode + ".sock");
     std::vector<std::string> argv = {baseline, "--socket", socket, "--threads", std::to_string(kWorkers)};
@@ -203,6 +212,7 @@ int Main(int argc, char** argv) {
 
   for (auto& b : baselines) b.Stop();
   if (auto stopped = host.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
+  if (auto stopped = metered.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
   return results.Write() ? 0 : 1;
 }
 

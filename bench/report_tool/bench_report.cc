@@ -183,6 +183,7 @@ std::string PrevText(const std::map<std::string, double>& previous, const Metric
 
 const std::vector<std::pair<std::string, std::string>> kServers = {
     {"host", "csi-proxy host → C ABI → echo group library"},
+    {"host-metrics", "the same host with Prometheus metrics on (`metrics_address`)"},
     {"grpc-sync", "plain gRPC C++ server, generated sync service, 16 threads"},
     {"grpc-callback", "plain gRPC C++ server, generated callback service"},
     {"grpc-callback-fd", "the same, taking its connections as the host does (AddInsecureChannelFromFd)"},
@@ -239,6 +240,12 @@ std::vector<Metric> Ratios(const Data& d) {
             "calls/s with " + c + ": host ÷ plain gRPC " + tag + "; higher is better, 1.00 = same");
     }
   }
+  ratio("overhead.latency_p50.metrics_on_vs_off", Get(d, "overhead", "host-metrics", "1 client", "p50_us"),
+        Get(d, "overhead", "host", "1 client", "p50_us"),
+        "latency, 1 client: host with metrics ÷ without; lower is better, 1.00 = recording costs nothing");
+  ratio("overhead.throughput_64.metrics_on_vs_off", Get(d, "overhead", "host-metrics", "64 clients", "calls_per_s"),
+        Get(d, "overhead", "host", "64 clients", "calls_per_s"),
+        "calls/s with 64 clients: host with metrics ÷ without; higher is better, 1.00 = same");
   ratio("overhead.rss_idle.host_vs_grpc_sync", Get(d, "overhead", "host", "idle", "rss_kib"),
         Get(d, "overhead", "grpc-sync", "idle", "rss_kib"),
         "idle resident memory: host ÷ plain gRPC sync; lower is better");

@@ -3,6 +3,7 @@
 
 #include "unix_socket.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -143,6 +144,25 @@ Status RequireAbsolute(const std::string& source, const toml::table& t, const st
                       : InvalidArgument(source + ": host." + key + " must be an absolute path");
 }
 
+}  // namespace
+
+bool IsValidMetricsAddress(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= address.size() || address.size() - colon > 6) return false;
+  std::string port = address.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (int number = std::stoi(port); number < 1 || number > 65535) return false;
+  // An address literal: the web server resolves no names.
+  std::string host = address.substr(0, colon);
+  unsigned char buf[sizeof(in6_addr)];
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    return inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1;
+  }
+  return inet_pton(AF_INET, host.c_str(), buf) == 1;
+}
+
+namespace {
+
 Status ParseHostTable(const std::string& source, const toml::table& t, HostConfig& c) {
   static const std::set<std::string> kKnown = {"endpoint_dir",
                                                "admin_socket",
@@ -165,7 +185,8 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
                                                "allowed_uids",
                                                "allowed_gids",
                                                "read_only_uids",
-                                               "read_only_gids"};
+                                               "read_only_gids",
+                                               "metrics_address"};
   for (const auto& [key, node] : t) {
     if (!kKnown.count(std::string(key.str()))) {
       return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
@@ -182,6 +203,12 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "audit_log", c.audit_log));
   CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "socket_group", c.socket_group));
   CSI_PROXY_RETURN_IF_ERROR(ReadAccessLists(source, t, "host", c.access));
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "metrics_address", c.metrics_address));
+  if (!c.metrics_address.empty() && !IsValidMetricsAddress(c.metrics_address)) {
+    return KeyError(source, *t.get("metrics_address"), "host.metrics_address",
+                    "must be IP:PORT (\"127.0.0.1:9180\", \"[::1]:9180\"), not '" + c.metrics_address +
+                        "' (no host names; no Unix socket: Debian's civetweb is built without them)");
+  }
 
   for (const char* key : {"endpoint_dir", "kubelet_path", "state_dir"}) {
     std::string value = key == std::string("endpoint_dir")   ? c.endpoint_dir

@@ -54,6 +54,7 @@ struct HostConfig {
   std::chrono::seconds handshake_timeout{10};
   std::chrono::seconds idle_timeout{300};
   AccessLists access;  // who may call every group's methods, unless its table says otherwise
+  std::string metrics_address;  // IP:PORT of the Prometheus listener; empty: no metrics
   std::vector<GroupConfig> groups;  // sorted by name
 };
 
@@ -74,6 +75,9 @@ static_assert(CSI_PROXY_GROUP_NAME_MAX == 32, "kGroupNameRule states the limit")
 
 // The keys of a [groups.<name>] table that the host consumes (the library never sees them).
 const std::vector<std::string>& GroupHostKeys();
+
+// IP:PORT: an IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535.
+bool IsValidMetricsAddress(const std::string& address);
 
 // The levels --log-level and [host] log_level accept.
 bool IsValidLogLevel(const std::string& level);

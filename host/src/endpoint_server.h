@@ -5,10 +5,14 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "listeners.h"
+#include "reflection_service.h"
 #include "router.h"
 
 namespace csi_proxy::host {
@@ -28,7 +32,11 @@ class EndpointServer {
   void Adopt(int conn, const PeerCredentials& peer);
 
   // New calls go to `binding`; calls already read finish where they started.
-  void Rebind(std::shared_ptr<const EndpointBinding> binding) { router_.Bind(std::move(binding)); }
+  void Rebind(std::shared_ptr<const EndpointBinding> binding);
+
+  // What the health service (grpc.health.v1) answers for "" and each service of the binding: SERVING or
+  // NOT_SERVING. An endpoint serves from Start.
+  void SetServing(bool serving);
   std::shared_ptr<const EndpointBinding> binding() const { return router_.binding(); }
 
   // Closes the listening socket and removes its file, so clients see the endpoint go away. Open connections stay.
@@ -44,8 +52,14 @@ class EndpointServer {
   std::string path_;
   PeerTable peers_;
   Router router_;
+  ReflectionService reflection_;
+  std::mutex health_mu_;
+  bool serving_ = true;                 // guarded by health_mu_
+  std::map<std::string, bool> health_;  // what each service was told (serving); guarded by health_mu_
   std::unique_ptr<grpc::Server> server_;
   int fd_ = -1;
+
+  void PublishHealth();  // with health_mu_ held
 };
 
 }  // namespace csi_proxy::host

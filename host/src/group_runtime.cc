@@ -106,6 +106,28 @@ void GroupRuntime::RunHandler(const MethodHandler& handler, csi_proxy_host_call&
 std::vector<std::string> GroupRuntime::Stop(std::chrono::steady_clock::time_point deadline) {
   if (stopped_) return {};
   stopped_ = true;
+  State serving = State::kServing;
+  state_.compare_exchange_strong(serving, State::kDraining);
+  std::vector<std::string> running = StopAndUnload(deadline);
+  set_state(State::kStopped);
+  return running;
+}
+
+const char* GroupRuntime::StateName(State state) {
+  switch (state) {
+    case State::kServing:
+      return "serving";
+    case State::kReloading:
+      return "reloading";
+    case State::kDraining:
+      return "draining";
+    case State::kStopped:
+      return "stopped";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> GroupRuntime::StopAndUnload(std::chrono::steady_clock::time_point deadline) {
   {
     std::lock_guard lock(in_flight_->mu);
     in_flight_->stopping = true;  // no new call starts, inline or on a worker

@@ -3,6 +3,7 @@
 // while the old one drains.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -49,6 +50,13 @@ class GroupRuntime final : public CallDispatcher {
   // handler); the returned list names those calls' methods.
   std::vector<std::string> Stop(std::chrono::steady_clock::time_point deadline);
 
+  // Where the instance is in its life, for the health service and the metrics. Set by the host runtime as it
+  // reloads; Stop moves a serving instance to kDraining, and any instance to kStopped when it returns.
+  enum class State { kServing, kReloading, kDraining, kStopped };
+  State state() const { return state_.load(std::memory_order_relaxed); }
+  void set_state(State state) { state_.store(state, std::memory_order_relaxed); }
+  static const char* StateName(State state);
+
   struct Usage {
     GroupExecutor::Usage executor;
     size_t in_flight = 0;  // calls dispatched and not yet completed (also those answered at their deadline)
@@ -61,6 +69,7 @@ class GroupRuntime final : public CallDispatcher {
 
  private:
   GroupRuntime(const GroupConfig& group, const HostConfig& host);
+  std::vector<std::string> StopAndUnload(std::chrono::steady_clock::time_point deadline);
 
   // Calls dispatched and not yet completed, by method.
   struct InFlight {
@@ -84,6 +93,7 @@ class GroupRuntime final : public CallDispatcher {
   GroupExecutor executor_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   bool stopped_ = false;
+  std::atomic<State> state_{State::kServing};
 };
 
 }  // namespace csi_proxy::host

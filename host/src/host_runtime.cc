@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "metrics.h"
 #include "trusted_files.h"
 #include "unix_socket.h"
 
@@ -113,9 +114,11 @@ EndpointRegistry HostRuntime::RegistryOf(const Runtimes& runtimes, const std::st
 
 std::shared_ptr<const EndpointBinding> HostRuntime::BindingOf(const Endpoint& endpoint,
                                                                const std::shared_ptr<GroupRuntime>& runtime) const {
+  auto observers = call_observers_;
+  if (metrics_) observers.push_back(metrics_->ObserverFor(endpoint));
   auto authorization = authorization_.find(runtime->name());
   return std::make_shared<EndpointBinding>(
-      EndpointBinding{&endpoint, runtime, runtime->max_request_bytes(), call_observers_,
+      EndpointBinding{&endpoint, runtime, runtime->max_request_bytes(), std::move(observers),
                       authorization != authorization_.end() ? authorization->second : nullptr});
 }
 
@@ -125,6 +128,20 @@ std::map<std::string, std::shared_ptr<const Authorization>> HostRuntime::Authori
     if (g.enabled) out[g.name] = Authorization::Of(g.name, MergeAccessLists(config.access, g.access));
   }
   return out;
+}
+
+void HostRuntime::SetHealth(const GroupRuntime& runtime, bool serving) {
+  for (auto& [name, server] : endpoints_) {
+    if (server->binding()->dispatcher.get() == &runtime) server->SetServing(serving);
+  }
+}
+
+void HostRuntime::EndReload() {
+  for (auto& [name, runtime] : groups_) {
+    if (runtime->state() != GroupRuntime::State::kReloading) continue;
+    runtime->set_state(GroupRuntime::State::kServing);
+  }
+  for (auto& [name, runtime] : groups_) SetHealth(*runtime, runtime->state() == GroupRuntime::State::kServing);
 }
 
 Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
@@ -195,6 +212,12 @@ Status HostRuntime::Start(const HostConfig& config) {
   socket_gid_ = *gid;
   CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
   call_observers_.push_back(audit_);
+  if (!config.metrics_address.empty()) {
+    auto metrics = Metrics::Start(config.metrics_address);
+    if (!metrics.ok()) return metrics.status();
+    metrics_ = std::move(*metrics);
+    spdlog::info("metrics on http://{}/metrics", config.metrics_address);
+  }
   for (const auto& group : config.groups) {
     if (!group.enabled) {
       spdlog::info("group '{}' is disabled in the configuration", group.name);
@@ -219,6 +242,7 @@ Status HostRuntime::Start(const HostConfig& config) {
     for (const auto& v : p.skipped_versions()) {
       spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
     }
+    if (metrics_) metrics_->Track(*runtime);
     groups_[group.name] = std::move(*runtime);
   }
   if (groups_.empty()) return FailedPrecondition("nothing to serve: no enabled group could be loaded");
@@ -240,11 +264,14 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     report.config_ok = false;
     report.refused.push_back(loaded.status().message());
     spdlog::error("{}", report.Summary());
+    std::lock_guard lock(mu_);
+    if (metrics_) metrics_->CountReload("refused");
     return report;
   }
   std::lock_guard lock(mu_);
   if (!started_ || stopped_) {
     report.refused.push_back(stopped_ ? "the host is stopping" : "the host is still starting");
+    if (metrics_) metrics_->CountReload("refused");
     return report;
   }
   // Sockets are never re-created by a reload: their place and permissions stay as the host started with them.
@@ -306,6 +333,17 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   for (const auto& [name, g] : wanted) {
     if (!groups_.count(name)) to_load.push_back(g);
   }
+  if (next.metrics_address != config_.metrics_address) {
+    report.notes.push_back("metrics_address takes effect at the next start");
+    next.metrics_address = config_.metrics_address;
+  }
+  // A group being reloaded does not serve (health) until its old instance has drained.
+  for (const GroupConfig* g : to_load) {
+    if (auto old = groups_.find(g->name); old != groups_.end()) {
+      old->second->set_state(GroupRuntime::State::kReloading);
+      SetHealth(*old->second, false);
+    }
+  }
 
   // Load the new instances beside the old ones; a failure leaves that group as it was.
   Runtimes after = groups_;
@@ -322,6 +360,8 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
       report.applied.clear();
       report.refused = {runtime.status().message()};
       spdlog::error("{}", report.Summary());
+      EndReload();
+      if (metrics_) metrics_->CountReload("refused");
       return report;
     }
     if (!runtime.ok()) {
@@ -329,6 +369,7 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
                                (groups_.count(g->name) ? " (the loaded instance keeps serving)" : ""));
       continue;
     }
+    if (metrics_) metrics_->Track(*runtime);
     after[g->name] = *runtime;
     loaded_now[g->name] = *runtime;
   }
@@ -342,6 +383,8 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   auto steady_deadline = std::chrono::steady_clock::now() + grace;
   std::vector<std::shared_ptr<GroupRuntime>> draining;
   for (const auto& runtime : removed) {
+    runtime->set_state(GroupRuntime::State::kDraining);
+    SetHealth(*runtime, false);
     Unserve(*runtime, {}, system_deadline);
     groups_.erase(runtime->name());
     draining.push_back(runtime);
@@ -379,6 +422,11 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   }
   auto leftovers = StopAll(draining, steady_deadline);
   report.notes.insert(report.notes.end(), leftovers.begin(), leftovers.end());
+  EndReload();
+  if (metrics_) {
+    for (const auto& runtime : draining) metrics_->Retire(*runtime);
+    metrics_->CountReload(report.refused.empty() ? "ok" : "partial");
+  }
   config_ = next;
   report.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   (report.refused.empty() ? spdlog::info("{}", report.Summary()) : spdlog::warn("{}", report.Summary()));
@@ -390,7 +438,10 @@ std::vector<std::string> HostRuntime::Shutdown() {
   if (stopped_) return {};
   stopped_ = true;
   accept_loop_.Stop();
-  for (auto& [name, server] : endpoints_) server->CloseSocket();
+  for (auto& [name, server] : endpoints_) {
+    server->SetServing(false);
+    server->CloseSocket();
+  }
   auto system_deadline = std::chrono::system_clock::now() + config_.shutdown_timeout;
   auto steady_deadline = std::chrono::steady_clock::now() + config_.shutdown_timeout;
   std::vector<EndpointServer*> servers;

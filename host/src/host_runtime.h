@@ -15,6 +15,7 @@
 #include "endpoint_server.h"
 #include "group_runtime.h"
 #include "listeners.h"
+#include "metrics.h"
 
 namespace csi_proxy::host {
 
@@ -97,6 +98,10 @@ class HostRuntime {
   void Unserve(const GroupRuntime& runtime, const std::map<std::string, Endpoint>& keep,
                std::chrono::system_clock::time_point deadline);
   // Drains and stops instances in parallel; lines for the calls that outlived the deadline.
+  // Tells the health service of every endpoint bound to `runtime` whether it serves.
+  void SetHealth(const GroupRuntime& runtime, bool serving);
+  // After a reload: instances still marked reloading serve again, and so do their endpoints.
+  void EndReload();
   static std::vector<std::string> StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
                                           std::chrono::steady_clock::time_point deadline);
 
@@ -109,6 +114,7 @@ class HostRuntime {
   std::vector<std::shared_ptr<CallObserver>> call_observers_;  // every endpoint's (metrics, audit)
   std::shared_ptr<AuditLog> audit_ = std::make_shared<AuditLog>();  // in call_observers_; off until opened
   std::map<std::string, std::shared_ptr<const Authorization>> authorization_;  // by [groups.<name>]; null: open
+  std::unique_ptr<Metrics> metrics_;                           // when [host] metrics_address is set
   bool started_ = false;
   bool stopped_ = false;
 };
