@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -31,7 +34,8 @@ constexpr const char* kUsage =
 Serves the csi-proxy API groups named in the configuration, one Unix socket per group and version
 (csi-proxy-<group>-<version>) in the configured endpoint directory.
 
-  --config FILE       the TOML configuration (default: ../etc/csi-proxy/csi-proxy.toml beside the executable)
+  --config FILE       the TOML configuration (default: ../etc/csi-proxy/csi-proxy.toml beside the executable;
+                      /etc/csi-proxy/csi-proxy.toml for an executable in /usr/bin)
   --check-config      load the configuration and every enabled group library, print what would be served,
                       and exit: 0 when every enabled group loads, 1 with the reasons otherwise
   --log-level LEVEL   trace, debug, info, warn (or warning) or error; overrides [host] log_level
@@ -53,6 +57,24 @@ int UsageError(const std::string& message) {
   std::fprintf(stderr, "csi-proxy: %s\n\n%s", message.c_str(), kUsage);
   return 2;
 }
+
+// The configuration of an installed tree: <prefix>/etc/csi-proxy/csi-proxy.toml, where <prefix> is the executable's
+// parent directory; a /usr install keeps it in /etc, as `cmake --install --prefix /usr` and the .deb put it.
+std::string DefaultConfigPath(const std::string& exe_dir) {
+  std::filesystem::path prefix = std::filesystem::path(exe_dir).parent_path();
+  std::filesystem::path etc = prefix == "/usr" ? std::filesystem::path("/etc") : prefix / "etc";
+  return (etc / "csi-proxy" / "csi-proxy.toml").string();
+}
+
+// systemd (Type=notify, deploy/csi-proxy.service.in): a no-op without NOTIFY_SOCKET.
+void NotifyReloading() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  sd_notifyf(
+      0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+      static_cast<unsigned long long>(now.tv_sec) * 1000000ULL + static_cast<unsigned long long>(now.tv_nsec) / 1000);
+}
+void NotifyReady(size_t endpoints) { sd_notifyf(0, "READY=1\nSTATUS=serving %zu endpoints", endpoints); }
 
 int CheckConfig(const HostConfig& config, const csi_proxy::host::GroupSet& groups) {
   std::printf("%-12s %-10s %-34s %s\n", "GROUP", "VERSION", "ENDPOINT", "LIBRARY");
@@ -126,7 +148,7 @@ int main(int argc, char** argv) {
   }
 
   std::string exe_dir = boost::dll::program_location().parent_path().string();
-  if (opts.config_path.empty()) opts.config_path = exe_dir + "/../etc/csi-proxy/csi-proxy.toml";
+  if (opts.config_path.empty()) opts.config_path = DefaultConfigPath(exe_dir);
   if (opts.allow_untrusted_files) csi_proxy::host::AllowUntrustedFiles();
   auto load_config = [&]() -> csi_proxy::StatusOr<HostConfig> {
     CSI_PROXY_RETURN_IF_ERROR(csi_proxy::host::CheckTrustedFile(opts.config_path, "the configuration file"));
@@ -169,16 +191,20 @@ int main(int argc, char** argv) {
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
   spdlog::info("admin socket {}", config->admin_socket);
   spdlog::info("ready: {} endpoints", runtime.socket_paths().size());
+  NotifyReady(runtime.socket_paths().size());
 
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
     if (sig != SIGHUP) break;
     spdlog::info("received SIGHUP; reloading {}", opts.config_path);
+    NotifyReloading();
     runtime.Reload(load_config());
+    NotifyReady(runtime.socket_paths().size());
   }
   const char* sig_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
   spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)", sig_name);
+  sd_notify(0, "STOPPING=1");
   admin.Stop();
   auto still_running = runtime.Shutdown();
   if (!still_running.empty()) {
