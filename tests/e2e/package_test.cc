@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 constexpr const char* kPackage = "csi-proxy";
 constexpr const char* kInstalledConfig = "/etc/csi-proxy/csi-proxy.toml";
 
-common::ProgramResult Run(const std::vector<std::string>& argv, std::chrono::seconds timeout = std::chrono::minutes(5)) {
+common::ProgramResult Run(const std::vector<std::string>& argv,
+                          std::chrono::seconds timeout = std::chrono::minutes(5)) {
   common::ProgramOptions options;
   options.timeout = timeout;
   auto result = common::RunProgram(argv, options);
@@ -85,12 +86,12 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   PurgeAtEnd purge;
   auto installed = Run({"/usr/bin/dpkg", "--install", deb});
   ASSERT_EQ(installed.exit_code, 0) << installed.output;
-  for (const char* f : {"/usr/bin/csi-proxy", "/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so",
-                        "/usr/lib/csi-proxy/plugins/libcsi-proxy-iscsi.so", "/usr/include/csi_proxy/plugin_abi.h",
-                        "/usr/lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
-                        "/usr/libexec/csi-proxy/protoc-gen-csi-proxy", "/usr/lib/systemd/system/csi-proxy.service",
-                        "/usr/share/doc/csi-proxy/README.md", "/usr/share/doc/csi-proxy/deploy/README.md",
-                        kInstalledConfig}) {
+  for (const char* f :
+       {"/usr/bin/csi-proxy", "/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so",
+        "/usr/lib/csi-proxy/plugins/libcsi-proxy-iscsi.so", "/usr/include/csi_proxy/plugin_abi.h",
+        "/usr/lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake", "/usr/libexec/csi-proxy/protoc-gen-csi-proxy",
+        "/usr/lib/systemd/system/csi-proxy.service", "/usr/share/doc/csi-proxy/README.md",
+        "/usr/share/doc/csi-proxy/deploy/README.md", kInstalledConfig}) {
     EXPECT_TRUE(fs::exists(f)) << f;
   }
   auto conffiles = Run({"/usr/bin/dpkg-query", "-W", "-f=${Conffiles}", kPackage});
