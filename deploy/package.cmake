@@ -25,5 +25,8 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${CMAKE_CURRENT_LIST_DIR}/debian/conffiles ${CMAKE_CURRENT_LIST_DIR}/debian/postinst
     ${CMAKE_CURRENT_LIST_DIR}/debian/prerm ${CMAKE_CURRENT_LIST_DIR}/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
-# Test programs and benchmarks are not installed; examples stay out too (no install rules).
+# cpack builds the `preinstall` target before it installs; without this, that target depends on `all` (every test
+# and benchmark). scripts/package.sh builds everything first; the package test packs the tree it runs from as built.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
+# Test programs, benchmarks and examples have no install rules: they stay out.
 include(CPack)

@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 constexpr const char* kPackage = "csi-proxy";
 constexpr const char* kInstalledConfig = "/etc/csi-proxy/csi-proxy.toml";
 
-common::ProgramResult Run(const std::vector<std::string>& argv,
-                          std::chrono::seconds timeout = std::chrono::minutes(5)) {
+common::ProgramResult RunCommand(const std::vector<std::string>& argv,
+                                 std::chrono::seconds timeout = std::chrono::minutes(5)) {
   common::ProgramOptions options;
   options.timeout = timeout;
   auto result = common::RunProgram(argv, options);
@@ -45,14 +45,14 @@ void AppendLine(const std::string& path, const std::string& line) {
 }
 
 bool PackageInstalled() {
-  auto r = Run({"/usr/bin/dpkg-query", "-W", "-f=${db:Status-Status}", kPackage});
+  auto r = RunCommand({"/usr/bin/dpkg-query", "-W", "-f=${db:Status-Status}", kPackage});
   return r.exit_code == 0 && r.output.find("not-installed") == std::string::npos && !r.output.empty();
 }
 
 // cpack on the build tree this test runs from, into `out`; returns the .deb's path, or "" with the reason logged.
 std::string BuildPackage(const std::string& out) {
-  auto r = Run({"/usr/bin/cpack", "-G", "DEB", "--config", BuildDir() + "/CPackConfig.cmake", "-B", out},
-               std::chrono::minutes(10));
+  auto r = RunCommand({"/usr/bin/cpack", "-G", "DEB", "--config", BuildDir() + "/CPackConfig.cmake", "-B", out},
+                      std::chrono::minutes(10));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const auto& entry : fs::directory_iterator(out)) {
     if (entry.path().extension() == ".deb") return entry.path().string();
@@ -64,7 +64,7 @@ std::string BuildPackage(const std::string& out) {
 // Purges the package when the test ends, passed or not.
 struct PurgeAtEnd {
   ~PurgeAtEnd() {
-    if (PackageInstalled()) Run({"/usr/bin/dpkg", "--purge", kPackage});
+    if (PackageInstalled()) RunCommand({"/usr/bin/dpkg", "--purge", kPackage});
   }
 };
 
@@ -79,12 +79,12 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   const std::string deb = BuildPackage(work.path());
   ASSERT_FALSE(deb.empty());
 
-  auto fields = Run({"/usr/bin/dpkg-deb", "--field", deb, "Package", "Depends"});
+  auto fields = RunCommand({"/usr/bin/dpkg-deb", "--field", deb, "Package", "Depends"});
   EXPECT_NE(fields.output.find("libc6"), std::string::npos) << "shlibdeps: " << fields.output;
   EXPECT_NE(fields.output.find("libgrpc++"), std::string::npos) << fields.output;
 
   PurgeAtEnd purge;
-  auto installed = Run({"/usr/bin/dpkg", "--install", deb});
+  auto installed = RunCommand({"/usr/bin/dpkg", "--install", deb});
   ASSERT_EQ(installed.exit_code, 0) << installed.output;
   for (const char* f :
        {"/usr/bin/csi-proxy", "/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so",
@@ -94,14 +94,14 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
         "/usr/share/doc/csi-proxy/deploy/README.md", kInstalledConfig}) {
     EXPECT_TRUE(fs::exists(f)) << f;
   }
-  auto conffiles = Run({"/usr/bin/dpkg-query", "-W", "-f=${Conffiles}", kPackage});
+  auto conffiles = RunCommand({"/usr/bin/dpkg-query", "-W", "-f=${Conffiles}", kPackage});
   EXPECT_NE(conffiles.output.find(kInstalledConfig), std::string::npos) << conffiles.output;
   const std::string unit = ReadFile("/usr/lib/systemd/system/csi-proxy.service");
   EXPECT_NE(unit.find("ExecStart=/usr/bin/csi-proxy --config /etc/csi-proxy/csi-proxy.toml\n"), std::string::npos);
   EXPECT_NE(unit.find("Documentation=file:/usr/share/doc/csi-proxy/deploy/README.md"), std::string::npos);
 
   // The installed host finds the installed configuration and libraries by itself.
-  auto check = Run({"/usr/bin/csi-proxy", "--check-config"});
+  auto check = RunCommand({"/usr/bin/csi-proxy", "--check-config"});
   EXPECT_NE(check.output.find("with /etc/csi-proxy/csi-proxy.toml"), std::string::npos) << check.output;
   EXPECT_NE(check.output.find("/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so"), std::string::npos)
       << check.output;
@@ -126,12 +126,12 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
 
   // An admin's edit survives a reinstall (dpkg's conffile handling), with nothing left beside it.
   AppendLine(kInstalledConfig, "# edited by the package test");
-  auto again = Run({"/usr/bin/dpkg", "--install", deb});
+  auto again = RunCommand({"/usr/bin/dpkg", "--install", deb});
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(ReadFile(kInstalledConfig).find("# edited by the package test"), std::string::npos);
   EXPECT_FALSE(fs::exists(std::string(kInstalledConfig) + ".dpkg-new"));
 
-  auto purged = Run({"/usr/bin/dpkg", "--purge", kPackage});
+  auto purged = RunCommand({"/usr/bin/dpkg", "--purge", kPackage});
   ASSERT_EQ(purged.exit_code, 0) << purged.output;
   EXPECT_FALSE(PackageInstalled());
   EXPECT_FALSE(fs::exists("/usr/bin/csi-proxy"));
@@ -140,8 +140,9 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
 
 common::ProgramResult Install(const std::string& prefix, const std::string& destdir = "") {
   std::vector<std::string> argv = {"/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix};
-  if (destdir.empty()) return Run(argv);
-  return Run({"/usr/bin/env", "DESTDIR=" + destdir, "/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix});
+  if (destdir.empty()) return RunCommand(argv);
+  return RunCommand(
+      {"/usr/bin/env", "DESTDIR=" + destdir, "/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix});
 }
 
 TEST(CmakeInstall, KeepsAnEditedConfigurationAndInstallsTheDefaultBesideIt) {
@@ -193,7 +194,7 @@ TEST(ShippedUnitFile, PassesSystemdAnalyzeVerify) {
       << text;
   EXPECT_NE(text.find("Type=notify\n"), std::string::npos);
   // --man=no: the Documentation= pages are files, not man pages; kubelet.service (Before=) need not exist.
-  auto r = Run({analyze, "verify", "--man=no", unit});
+  auto r = RunCommand({analyze, "verify", "--man=no", unit});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* line : {"Unknown key", "Unknown lvalue", "Invalid", "Failed to parse", "ignoring"}) {
     EXPECT_EQ(r.output.find(line), std::string::npos) << r.output;
@@ -209,7 +210,7 @@ class KubernetesManifests : public ::testing::Test {
     }
   }
   common::ProgramResult Validate(const std::string& dir) {
-    return Run({"/usr/bin/node", validator_ + "/validate.mjs", dir});
+    return RunCommand({"/usr/bin/node", validator_ + "/validate.mjs", dir});
   }
   const std::string validator_ = std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/validate";
 };
