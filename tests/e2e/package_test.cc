@@ -2,8 +2,12 @@
 // `ctest -L package`): the .deb built by cpack, installed with dpkg into this machine, checked, started and called,
 // upgraded over an edited configuration and purged; `cmake --install` beside an edited configuration and with
 // --prefix /usr; the installed systemd unit under `systemd-analyze verify`; the Kubernetes manifests against the
-// Kubernetes schemas (deploy/kubernetes/validate.mjs).
+// Kubernetes schemas (deploy/validate); and the host's systemd notifications that Type=notify relies on.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -199,6 +203,56 @@ TEST(ShippedUnitFile, PassesSystemdAnalyzeVerify) {
   for (const char* line : {"Unknown key", "Unknown lvalue", "Invalid", "Failed to parse", "ignoring"}) {
     EXPECT_EQ(r.output.find(line), std::string::npos) << r.output;
   }
+}
+
+// A stand-in for systemd's notification socket: the host finds it through NOTIFY_SOCKET, as under Type=notify.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    bound_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    setenv("NOTIFY_SOCKET", path.c_str(), 1);  // inherited by the host HostProcess starts
+  }
+  ~NotifySocket() {
+    unsetenv("NOTIFY_SOCKET");
+    if (fd_ >= 0) close(fd_);
+  }
+  bool bound() const { return bound_; }
+  // The next message, or "" when none comes within 30 s.
+  std::string Next() {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 30000) != 1) return "";
+    char buf[4096];
+    ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+TEST(SystemdNotify, ReadyWhenServingReloadingAroundAReloadStoppingAtTheEnd) {
+  TempDir work;
+  NotifySocket notify(work.path() + "/notify");
+  ASSERT_TRUE(notify.bound());
+  HostProcess host("[groups.filesystem]\nenabled = true\nversions = [\"v1\", \"v1beta2\"]\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-filesystem-v1", "csi-proxy-filesystem-v1beta2"})) << host.error();
+  EXPECT_EQ(notify.Next(), "READY=1\nSTATUS=serving 2 endpoints");
+  // READY=1 is sent after the host logged that every endpoint serves.
+  EXPECT_NE(host.log().find("ready: 2 endpoints"), std::string::npos) << host.log();
+
+  ASSERT_TRUE(host.Reload());
+  std::string reloading = notify.Next();
+  EXPECT_EQ(reloading.rfind("RELOADING=1\nMONOTONIC_USEC=", 0), 0u) << reloading;
+  EXPECT_EQ(notify.Next(), "READY=1\nSTATUS=serving 2 endpoints");
+
+  EXPECT_EQ(host.Stop(), 0);
+  EXPECT_EQ(notify.Next(), "STOPPING=1");
 }
 
 class KubernetesManifests : public ::testing::Test {
