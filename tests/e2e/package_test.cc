@@ -255,6 +255,30 @@ TEST(SystemdNotify, ReadyWhenServingReloadingAroundAReloadStoppingAtTheEnd) {
   EXPECT_EQ(notify.Next(), "STOPPING=1");
 }
 
+// The configuration in the proxy's ConfigMap, as the pod reads it (with the build tree's libraries).
+TEST(KubernetesConfigMap, TheProxyConfigurationIsAcceptedByTheHost) {
+  std::istringstream yaml(ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes/csi-proxy.yaml"));
+  std::string line, toml;
+  bool inside = false;
+  while (std::getline(yaml, line)) {
+    if (line.find("csi-proxy.toml: |") != std::string::npos) {
+      inside = true;
+    } else if (inside && !line.empty() && line.rfind("    ", 0) != 0) {
+      break;
+    } else if (inside) {
+      std::string text = line.size() >= 4 ? line.substr(4) : "";
+      if (text.rfind("plugin_dir = ", 0) == 0) text = "plugin_dir = \"" + PluginDir() + "\"";
+      toml += text + "\n";
+    }
+  }
+  ASSERT_NE(toml.find("[groups.filesystem]"), std::string::npos) << toml;
+  TempDir work;
+  std::ofstream(work.path() + "/csi-proxy.toml") << toml;
+  auto r = RunCommand({HostBinary(), "--check-config", "--config", work.path() + "/csi-proxy.toml"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("a start would serve this configuration"), std::string::npos) << r.output;
+}
+
 class KubernetesManifests : public ::testing::Test {
  protected:
   void SetUp() override {
