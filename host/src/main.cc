@@ -9,7 +9,6 @@
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -56,14 +55,6 @@ struct Options {
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "csi-proxy: %s\n\n%s", message.c_str(), kUsage);
   return 2;
-}
-
-// The configuration of an installed tree: <prefix>/etc/csi-proxy/csi-proxy.toml, where <prefix> is the executable's
-// parent directory; a /usr install keeps it in /etc, as `cmake --install --prefix /usr` and the .deb put it.
-std::string DefaultConfigPath(const std::string& exe_dir) {
-  std::filesystem::path prefix = std::filesystem::path(exe_dir).parent_path();
-  std::filesystem::path etc = prefix == "/usr" ? std::filesystem::path("/etc") : prefix / "etc";
-  return (etc / "csi-proxy" / "csi-proxy.toml").string();
 }
 
 // systemd (Type=notify, deploy/csi-proxy.service.in): a no-op without NOTIFY_SOCKET.
@@ -148,7 +139,7 @@ int main(int argc, char** argv) {
   }
 
   std::string exe_dir = boost::dll::program_location().parent_path().string();
-  if (opts.config_path.empty()) opts.config_path = DefaultConfigPath(exe_dir);
+  if (opts.config_path.empty()) opts.config_path = csi_proxy::host::DefaultConfigPath(exe_dir);
   if (opts.allow_untrusted_files) csi_proxy::host::AllowUntrustedFiles();
   auto load_config = [&]() -> csi_proxy::StatusOr<HostConfig> {
     CSI_PROXY_RETURN_IF_ERROR(csi_proxy::host::CheckTrustedFile(opts.config_path, "the configuration file"));

@@ -76,7 +76,7 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   if (geteuid() != 0) GTEST_SKIP() << "installs a package with dpkg: needs root";
   if (!fs::exists("/usr/bin/dpkg") || !fs::exists("/usr/bin/cpack")) GTEST_SKIP() << "needs dpkg and cpack";
   if (PackageInstalled()) GTEST_SKIP() << "a csi-proxy package is installed on this machine: not touching it";
-  for (const char* path : {"/usr/bin/csi-proxy", "/etc/csi-proxy", "/usr/lib/csi-proxy"}) {
+  for (const char* path : {"/usr/bin/csi-proxy", "/usr/bin/csi-proxyctl", "/etc/csi-proxy", "/usr/lib/csi-proxy"}) {
     if (fs::exists(path)) GTEST_SKIP() << path << " exists on this machine: not installing over it";
   }
   TempDir work;
@@ -91,7 +91,7 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   auto installed = RunCommand({"/usr/bin/dpkg", "--install", deb});
   ASSERT_EQ(installed.exit_code, 0) << installed.output;
   for (const char* f :
-       {"/usr/bin/csi-proxy", "/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so",
+       {"/usr/bin/csi-proxy", "/usr/bin/csi-proxyctl", "/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so",
         "/usr/lib/csi-proxy/plugins/libcsi-proxy-iscsi.so", "/usr/include/csi_proxy/plugin_abi.h",
         "/usr/lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake", "/usr/libexec/csi-proxy/protoc-gen-csi-proxy",
         "/usr/lib/systemd/system/csi-proxy.service", "/usr/share/doc/csi-proxy/README.md",
@@ -125,6 +125,10 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_TRUE(resp.exists());
     EXPECT_NE(host.log().find("/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so"), std::string::npos);
+    // The installed csi-proxyctl reaches the installed host over its admin socket.
+    auto status = RunCommand({"/usr/bin/csi-proxyctl", "--admin-socket", host.admin_socket(), "status"});
+    EXPECT_EQ(status.exit_code, 0) << status.output;
+    EXPECT_NE(status.output.find("csi-proxy-filesystem-v1"), std::string::npos) << status.output;
     EXPECT_EQ(host.Stop(), 0);
   }
 
