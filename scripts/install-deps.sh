@@ -22,6 +22,9 @@ runtime_pkgs=(
 
 want=("${build_pkgs[@]}")
 [ "${1:-}" = "--build-only" ] || want+=("${runtime_pkgs[@]}")
+# The Kubernetes manifests' validator (deploy/validate) runs on node and npm: Debian's, unless a node with npm is
+# already installed (another node's npm would conflict with Debian's package).
+[ "${1:-}" = "--build-only" ] || command -v npm >/dev/null || want+=(nodejs npm)
 
 missing=()
 for p in "${want[@]}"; do

@@ -44,7 +44,7 @@ int Fail(const std::string& message) {
 
 // The configuration the host reads by default, or the one given. A missing default file means the defaults.
 csi_proxy::StatusOr<HostConfig> ReadConfig(const Globals& g) {
-  std::string path = g.config_path.empty() ? ExeDir() + "/../etc/csi-proxy/csi-proxy.toml" : g.config_path;
+  std::string path = g.config_path.empty() ? csi_proxy::host::DefaultConfigPath(ExeDir()) : g.config_path;
   std::error_code ec;
   if (g.config_path.empty() && !std::filesystem::exists(path, ec)) {
     return csi_proxy::host::ParseConfig("", "(defaults)", ExeDir());
@@ -244,7 +244,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   app.add_option("--config", g.config_path,
-                 "the host's configuration (default: ../etc/csi-proxy/csi-proxy.toml beside this program); "
+                 "the host's configuration (default: ../etc/csi-proxy/csi-proxy.toml beside this program, "
+                 "/etc/csi-proxy/csi-proxy.toml for /usr/bin); "
                  "names the admin socket and is what check-config checks");
   app.add_option("--admin-socket", g.admin_socket, "the admin socket (default: [host] admin_socket of --config)");
   app.add_option("--timeout", g.timeout_seconds, "seconds to wait for an answer")->check(CLI::PositiveNumber);

@@ -422,4 +422,10 @@ StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& exec
   return ParseConfig(text, path, executable_dir);
 }
 
+std::string DefaultConfigPath(const std::string& executable_dir) {
+  fs::path prefix = fs::path(executable_dir).parent_path();
+  fs::path etc = prefix == "/usr" ? fs::path("/etc") : prefix / "etc";
+  return (etc / "csi-proxy" / "csi-proxy.toml").string();
+}
+
 }  // namespace csi_proxy::host

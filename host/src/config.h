@@ -62,6 +62,11 @@ struct HostConfig {
 // Errors name the file, the key and the line.
 StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir);
 
+// The configuration of an installed tree when no --config is given: <prefix>/etc/csi-proxy/csi-proxy.toml, where
+// <prefix> is the executable's parent directory; a /usr install keeps it in /etc (where `cmake --install --prefix
+// /usr` and the .deb put it).
+std::string DefaultConfigPath(const std::string& executable_dir);
+
 // The same, from text (tests and --check-config use it); `source_name` appears in error messages.
 StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,
                                  const std::string& executable_dir);

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
@@ -31,7 +33,8 @@ constexpr const char* kUsage =
 Serves the csi-proxy API groups named in the configuration, one Unix socket per group and version
 (csi-proxy-<group>-<version>) in the configured endpoint directory.
 
-  --config FILE       the TOML configuration (default: ../etc/csi-proxy/csi-proxy.toml beside the executable)
+  --config FILE       the TOML configuration (default: ../etc/csi-proxy/csi-proxy.toml beside the executable;
+                      /etc/csi-proxy/csi-proxy.toml for an executable in /usr/bin)
   --check-config      load the configuration and every enabled group library, print what would be served,
                       and exit: 0 when every enabled group loads, 1 with the reasons otherwise
   --log-level LEVEL   trace, debug, info, warn (or warning) or error; overrides [host] log_level
@@ -53,6 +56,16 @@ int UsageError(const std::string& message) {
   std::fprintf(stderr, "csi-proxy: %s\n\n%s", message.c_str(), kUsage);
   return 2;
 }
+
+// systemd (Type=notify, deploy/csi-proxy.service.in): a no-op without NOTIFY_SOCKET.
+void NotifyReloading() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  sd_notifyf(
+      0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+      static_cast<unsigned long long>(now.tv_sec) * 1000000ULL + static_cast<unsigned long long>(now.tv_nsec) / 1000);
+}
+void NotifyReady(size_t endpoints) { sd_notifyf(0, "READY=1\nSTATUS=serving %zu endpoints", endpoints); }
 
 int CheckConfig(const HostConfig& config, const csi_proxy::host::GroupSet& groups) {
   std::printf("%-12s %-10s %-34s %s\n", "GROUP", "VERSION", "ENDPOINT", "LIBRARY");
@@ -126,7 +139,7 @@ int main(int argc, char** argv) {
   }
 
   std::string exe_dir = boost::dll::program_location().parent_path().string();
-  if (opts.config_path.empty()) opts.config_path = exe_dir + "/../etc/csi-proxy/csi-proxy.toml";
+  if (opts.config_path.empty()) opts.config_path = csi_proxy::host::DefaultConfigPath(exe_dir);
   if (opts.allow_untrusted_files) csi_proxy::host::AllowUntrustedFiles();
   auto load_config = [&]() -> csi_proxy::StatusOr<HostConfig> {
     CSI_PROXY_RETURN_IF_ERROR(csi_proxy::host::CheckTrustedFile(opts.config_path, "the configuration file"));
@@ -169,16 +182,20 @@ int main(int argc, char** argv) {
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
   spdlog::info("admin socket {}", config->admin_socket);
   spdlog::info("ready: {} endpoints", runtime.socket_paths().size());
+  NotifyReady(runtime.socket_paths().size());
 
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
     if (sig != SIGHUP) break;
     spdlog::info("received SIGHUP; reloading {}", opts.config_path);
+    NotifyReloading();
     runtime.Reload(load_config());
+    NotifyReady(runtime.socket_paths().size());
   }
   const char* sig_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
   spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)", sig_name);
+  sd_notify(0, "STOPPING=1");
   admin.Stop();
   auto still_running = runtime.Shutdown();
   if (!still_running.empty()) {

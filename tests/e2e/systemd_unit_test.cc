@@ -1,9 +1,10 @@
-// The shipped systemd unit (deploy/csi-proxy.service) under a real systemd as PID 1: installed as the unit's text
-// says (cmake --install to /opt/csi-proxy, the unit in /etc/systemd/system), it starts and is ready (Type=simple:
-// running, every socket of the default configuration served), reloads in place (ExecReload: SIGHUP, same process,
-// sockets kept), keeps its socket directory across a restart and across stop and start
-// (RuntimeDirectoryPreserve=yes: driver pods mount it) and stops cleanly. It installs into the machine, so it runs
-// only in the VM lane's guest (tests/vm) and skips elsewhere.
+// The shipped systemd unit (deploy/csi-proxy.service.in) under a real systemd as PID 1: installed by
+// `cmake --install` to /opt/csi-proxy (which writes the unit with those paths into lib/systemd/system) and copied to
+// /etc/systemd/system, it starts and is ready (Type=notify: `systemctl start` returns once the host sent READY=1,
+// which it does only when every socket of the default configuration serves), reloads in place (ExecReload: SIGHUP,
+// same process, sockets kept, RELOADING=1 then READY=1), keeps its socket directory across a restart and across stop
+// and start (RuntimeDirectoryPreserve=yes: driver pods mount it) and stops cleanly. It installs into the machine, so it
+// runs only in the VM lane's guest (tests/vm) and skips elsewhere.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,15 +39,26 @@ std::string Systemctl(const std::vector<std::string>& args) {
 }
 std::string Show(const std::string& property) { return Systemctl({"show", "-p", property, "--value", "csi-proxy"}); }
 
+const std::vector<std::string> kEndpoints = {"csi-proxy-filesystem-v1",  "csi-proxy-disk-v1",
+                                             "csi-proxy-volume-v1",      "csi-proxy-smb-v1",
+                                             "csi-proxy-iscsi-v1alpha2", "csi-proxy-system-v1alpha1"};
+
+// Waits (bounded) until the unit is active again after a reload.
+bool BackToActive() {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (Show("ActiveState") == "active\n") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
 // Waits (bounded) until every default endpoint accepts connections.
 bool AllSocketsServed() {
-  const std::vector<std::string> names = {"csi-proxy-filesystem-v1",  "csi-proxy-disk-v1",
-                                          "csi-proxy-volume-v1",      "csi-proxy-smb-v1",
-                                          "csi-proxy-iscsi-v1alpha2", "csi-proxy-system-v1alpha1"};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     bool all = true;
-    for (const auto& n : names) all = all && SocketAccepts(std::string(kRuntimeDir) + "/" + n);
+    for (const auto& n : kEndpoints) all = all && SocketAccepts(std::string(kRuntimeDir) + "/" + n);
     if (all) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -60,7 +72,7 @@ class ShippedUnit : public ::testing::Test {
     auto installed = RunArgv({"/usr/bin/cmake", "--install", CSI_PROXY_BUILD_DIR, "--prefix", kPrefix});
     ASSERT_EQ(installed.exit_code, 0) << installed.output;
     fs::create_directories("/var/lib/kubelet");
-    fs::copy_file(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/csi-proxy.service", kUnit,
+    fs::copy_file(std::string(kPrefix) + "/lib/systemd/system/csi-proxy.service", kUnit,
                   fs::copy_options::overwrite_existing);
     // No daemon-reload: systemd loads the unit from disk when first asked for it (a reload of the whole installed
     // unit set takes half a minute under emulation).
@@ -77,8 +89,15 @@ class ShippedUnit : public ::testing::Test {
 TEST_F(ShippedUnit, StartsServesReloadsKeepsItsSocketDirectoryAcrossRestartsAndStops) {
   auto started = RunArgv({"/bin/systemctl", "start", "csi-proxy"});
   ASSERT_EQ(started.exit_code, 0) << started.output << Systemctl({"status", "csi-proxy"});
+  EXPECT_EQ(Show("Type"), "notify\n");
   EXPECT_EQ(Show("ActiveState"), "active\n");
   EXPECT_EQ(Show("SubState"), "running\n");
+  EXPECT_EQ(Show("StatusText").rfind("serving ", 0), 0u) << Show("StatusText");  // STATUS= with READY=1
+  // Type=notify: the start returned after READY=1, which the host sends once every endpoint serves; so every
+  // socket accepts now, without waiting.
+  for (const auto& n : kEndpoints) {
+    EXPECT_TRUE(SocketAccepts(std::string(kRuntimeDir) + "/" + n)) << n << " not served when the start returned";
+  }
   ASSERT_TRUE(AllSocketsServed()) << Systemctl({"status", "-n", "50", "csi-proxy"});
   struct stat dir {};
   ASSERT_EQ(stat(kRuntimeDir, &dir), 0);
@@ -91,7 +110,8 @@ TEST_F(ShippedUnit, StartsServesReloadsKeepsItsSocketDirectoryAcrossRestartsAndS
   EXPECT_EQ(Show("CanReload"), "yes\n");
   auto reloaded = RunArgv({"/bin/systemctl", "reload", "csi-proxy"});
   EXPECT_EQ(reloaded.exit_code, 0) << reloaded.output;
-  EXPECT_EQ(Show("ActiveState"), "active\n");
+  // The host reports RELOADING=1 (ActiveState reloading) and READY=1 when the reload is done.
+  EXPECT_TRUE(BackToActive()) << Show("ActiveState");
   EXPECT_EQ(Show("MainPID"), pid_before);
   EXPECT_TRUE(AllSocketsServed());
   struct stat socket_after {};
@@ -108,6 +128,7 @@ TEST_F(ShippedUnit, StartsServesReloadsKeepsItsSocketDirectoryAcrossRestartsAndS
   auto restarted = RunArgv({"/bin/systemctl", "restart", "csi-proxy"});
   ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
   EXPECT_NE(Show("MainPID"), pid_before);
+  EXPECT_TRUE(SocketAccepts(std::string(kRuntimeDir) + "/csi-proxy-filesystem-v1")) << "restart returned before READY";
   EXPECT_TRUE(fs::exists(marker)) << "the runtime directory was recreated by the restart";
   struct stat after {};
   ASSERT_EQ(stat(kRuntimeDir, &after), 0);

@@ -240,4 +240,10 @@ TEST(Config, AuthorizationListMistakesAreNamedWithTheirLine) {
 }
 
 }  // namespace
+TEST(Config, DefaultConfigPathIsBesideTheExecutableExceptInEtcForUsr) {
+  EXPECT_EQ(DefaultConfigPath("/opt/csi-proxy/bin"), "/opt/csi-proxy/etc/csi-proxy/csi-proxy.toml");
+  EXPECT_EQ(DefaultConfigPath("/usr/bin"), "/etc/csi-proxy/csi-proxy.toml");
+  EXPECT_EQ(DefaultConfigPath("/usr/local/bin"), "/usr/local/etc/csi-proxy/csi-proxy.toml");
+}
+
 }  // namespace csi_proxy::host
