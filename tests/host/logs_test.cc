@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "audit_log.h"
 #include "config.h"
@@ -283,6 +284,10 @@ TEST(HostLog, TextLinesCarryTheTimeZoneAndWarningIsALevelName) {
   EXPECT_EQ(host.Stop(), 0);
   HostProcess verbose(kFilesystem);
   ASSERT_TRUE(verbose.Start({"csi-proxy-filesystem-v1"})) << verbose.error();
+  // The sockets serve a moment before the host writes its "ready:" line.
+  for (int i = 0; i < 200 && verbose.log().find("ready:") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   auto lines = Lines(verbose.log());
   ASSERT_FALSE(lines.empty());
   for (const auto& line : lines) EXPECT_TRUE(std::regex_search(line, std::regex("^" + kTime + " "))) << line;
