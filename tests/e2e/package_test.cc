@@ -126,9 +126,9 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
     EXPECT_TRUE(resp.exists());
     EXPECT_NE(host.log().find("/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so"), std::string::npos);
     // The installed csi-proxyctl reaches the installed host over its admin socket.
-    auto status = RunCommand({"/usr/bin/csi-proxyctl", "--admin-socket", host.admin_socket(), "status"});
-    EXPECT_EQ(status.exit_code, 0) << status.output;
-    EXPECT_NE(status.output.find("csi-proxy-filesystem-v1"), std::string::npos) << status.output;
+    auto ctl = RunCommand({"/usr/bin/csi-proxyctl", "--admin-socket", host.admin_socket(), "status"});
+    EXPECT_EQ(ctl.exit_code, 0) << ctl.output;
+    EXPECT_NE(ctl.output.find("csi-proxy-filesystem-v1"), std::string::npos) << ctl.output;
     EXPECT_EQ(host.Stop(), 0);
   }
 
