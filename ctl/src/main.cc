@@ -64,11 +64,11 @@ std::unique_ptr<admin::Admin::Stub> ConnectAdmin(const Globals& g) {
     path = config->admin_socket;
   }
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0 && errno == EACCES) {
-    Fail("permission denied on the admin socket " + path + ": it is root-only; run csi-proxyctl as root");
-    return nullptr;
-  }
   if (stat(path.c_str(), &st) != 0) {
+    if (errno == EACCES) {
+      Fail("permission denied on the admin socket " + path + ": it is root-only; run csi-proxyctl as root");
+      return nullptr;
+    }
     Fail("no admin socket at " + path + ": " + std::strerror(errno) +
          " (is csi-proxy running? --admin-socket or --config name another host)");
     return nullptr;

@@ -51,7 +51,7 @@ class AdminServer::Service final : public admin::Admin::Service {
       s->set_queued(static_cast<int32_t>(g.usage.executor.queued));
       s->set_in_flight(static_cast<int64_t>(g.usage.in_flight));
       s->set_refused(g.usage.executor.refused);
-      s->set_state("serving");
+      s->set_state(g.state);
       s->set_required(g.required);
     }
     out->set_endpoint_dir(runtime_.endpoint_dir());

@@ -470,6 +470,7 @@ std::vector<GroupState> HostRuntime::Describe() const {
     }
     std::sort(g.read_only_methods.begin(), g.read_only_methods.end());
     g.required = runtime->required();
+    g.state = GroupRuntime::StateName(runtime->state());
     out.push_back(std::move(g));
   }
   return out;

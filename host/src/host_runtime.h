@@ -51,6 +51,7 @@ struct GroupState {
   GroupExecutor::Limits limits;
   GroupRuntime::Usage usage;
   bool required = false;
+  std::string state;                           // GroupRuntime::StateName: serving, reloading, draining, stopped
   std::vector<std::string> read_only_methods;  // full method paths the library marked read-only, sorted
 };
 

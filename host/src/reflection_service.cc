@@ -147,38 +147,29 @@ class InfoReactor final : public grpc::ServerBidiReactor<Request, Response> {
   Response response_;
 };
 
+// One version of the reflection service: the same reactor on that version's generated messages.
+template <typename Service, typename Request, typename Response>
+class Versioned final : public Service::CallbackService {
+ public:
+  explicit Versioned(ReflectionService* s) : s_(s) {}
+  grpc::ServerBidiReactor<Request, Response>* ServerReflectionInfo(grpc::CallbackServerContext*) override {
+    return new InfoReactor<Request, Response>(s_);
+  }
+
+ private:
+  ReflectionService* s_;
+};
+
 }  // namespace
 
 struct ReflectionService::Services {
-  class V1alpha final : public grpc::reflection::v1alpha::ServerReflection::CallbackService {
-   public:
-    explicit V1alpha(ReflectionService* s) : s_(s) {}
-    grpc::ServerBidiReactor<grpc::reflection::v1alpha::ServerReflectionRequest,
-                            grpc::reflection::v1alpha::ServerReflectionResponse>*
-    ServerReflectionInfo(grpc::CallbackServerContext*) override {
-      return new InfoReactor<grpc::reflection::v1alpha::ServerReflectionRequest,
-                             grpc::reflection::v1alpha::ServerReflectionResponse>(s_);
-    }
-
-   private:
-    ReflectionService* s_;
-  };
-  class V1 final : public grpc::reflection::v1::ServerReflection::CallbackService {
-   public:
-    explicit V1(ReflectionService* s) : s_(s) {}
-    grpc::ServerBidiReactor<grpc::reflection::v1::ServerReflectionRequest,
-                            grpc::reflection::v1::ServerReflectionResponse>*
-    ServerReflectionInfo(grpc::CallbackServerContext*) override {
-      return new InfoReactor<grpc::reflection::v1::ServerReflectionRequest,
-                             grpc::reflection::v1::ServerReflectionResponse>(s_);
-    }
-
-   private:
-    ReflectionService* s_;
-  };
   explicit Services(ReflectionService* s) : v1alpha(s), v1(s) {}
-  V1alpha v1alpha;
-  V1 v1;
+  Versioned<grpc::reflection::v1alpha::ServerReflection, grpc::reflection::v1alpha::ServerReflectionRequest,
+            grpc::reflection::v1alpha::ServerReflectionResponse>
+      v1alpha;
+  Versioned<grpc::reflection::v1::ServerReflection, grpc::reflection::v1::ServerReflectionRequest,
+            grpc::reflection::v1::ServerReflectionResponse>
+      v1;
 };
 
 ReflectionService::ReflectionService(std::function<std::shared_ptr<const EndpointBinding>()> binding)

@@ -150,8 +150,8 @@ struct csi_proxy_plugin_api;
 typedef struct csi_proxy_plugin_answer {
   size_t struct_size;
   uint32_t abi_version;                   /* the version the plugin speaks, within the offered range */
-  /* The group name follows "Group names" above. */
-  const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version> */
+  const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version>;
+                                             see "Group names" above for the syntax */
   const char* plugin_version;             /* the library's own version, for logs, e.g. "1.2.0" */
   const struct csi_proxy_plugin_api* api; /* the plugin's function table */
 } csi_proxy_plugin_answer;
@@ -169,8 +169,8 @@ typedef csi_proxy_status_code (*csi_proxy_plugin_negotiate_fn)(const csi_proxy_h
 
 /* Handles one call. `request` is host-owned and valid only until the handler returns (copy it to finish
  * later). `plugin_method_ctx` is the pointer given at registration. The handler runs on a host worker thread
- * and may block (unless registered CSI_PROXY_METHOD_NONBLOCKING); it must eventually call
- * host->complete_call(call, ...) exactly once. Handlers run concurrently: other handlers of the library, and other calls of this same method (with the same
+ * and may block; it must eventually call host->complete_call(call, ...) exactly once. Handlers run
+ * concurrently: other handlers of the library, and other calls of this same method (with the same
  * plugin_method_ctx), may be running on other threads at the same moment. */
 typedef void (*csi_proxy_plugin_handler_fn)(void* plugin_method_ctx, csi_proxy_host_call* call, const uint8_t* request,
                                             size_t request_size);
