@@ -9,40 +9,29 @@ constexpr const char* kVolume = "/dev/disk/by-uuid/fuzz";
 
 class RecordingVolumeBackend : public VolumeBackend {
  public:
-  StatusOr<std::string> CanonicalVolumeId(const std::string& volume_id) override {
-    CSI_PROXY_RETURN_IF_ERROR(Known(volume_id));
-    return std::string(kVolume);
+  // The one volume is known; every call on a resolved volume succeeds without touching the machine.
+  StatusOr<ResolvedVolume> ResolveVolume(const std::string& volume_id) override {
+    if (volume_id != kVolume) return NotFound("volume '" + volume_id + "' does not exist");
+    return ResolvedVolume{kVolume, {}};
   }
   StatusOr<std::vector<std::string>> ListVolumesOnDisk(uint32_t disk_number, uint32_t) override {
     if (disk_number != 1) return NotFound("disk " + std::to_string(disk_number) + " does not exist");
     return std::vector<std::string>{kVolume};
   }
-  Status MountVolume(const std::string& volume_id, const common::ConfinedPath&) override { return Known(volume_id); }
-  Status UnmountVolume(const std::string& volume_id, const common::ConfinedPath&) override { return Known(volume_id); }
-  StatusOr<bool> IsVolumeFormatted(const std::string& volume_id) override {
-    CSI_PROXY_RETURN_IF_ERROR(Known(volume_id));
-    return true;
-  }
-  Status FormatVolume(const std::string& volume_id) override { return Known(volume_id); }
-  Status ResizeVolume(const std::string& volume_id, int64_t) override { return Known(volume_id); }
-  StatusOr<VolumeStats> GetVolumeStats(const std::string& volume_id) override {
-    CSI_PROXY_RETURN_IF_ERROR(Known(volume_id));
+  Status MountVolume(const ResolvedVolume&, const common::ConfinedPath&) override { return Status::Ok(); }
+  Status UnmountVolume(const ResolvedVolume&, const common::ConfinedPath&) override { return Status::Ok(); }
+  StatusOr<bool> IsVolumeFormatted(const ResolvedVolume&) override { return true; }
+  Status FormatVolume(const ResolvedVolume&) override { return Status::Ok(); }
+  Status ResizeVolume(const ResolvedVolume&, int64_t) override { return Status::Ok(); }
+  StatusOr<VolumeStats> GetVolumeStats(const ResolvedVolume&) override {
     return VolumeStats{int64_t{1} << 30, int64_t{1} << 20};
   }
-  StatusOr<uint32_t> GetDiskNumber(const std::string& volume_id) override {
-    CSI_PROXY_RETURN_IF_ERROR(Known(volume_id));
-    return 1u;
-  }
+  StatusOr<uint32_t> GetDiskNumber(const ResolvedVolume&) override { return 1u; }
   StatusOr<std::string> GetVolumeIdFromTargetPath(const common::ConfinedPath&) override { return std::string(kVolume); }
   StatusOr<std::string> GetClosestVolumeIdFromTargetPath(const common::ConfinedPath&) override {
     return std::string(kVolume);
   }
-  Status WriteVolumeCache(const std::string& volume_id) override { return Known(volume_id); }
-
- private:
-  static Status Known(const std::string& volume_id) {
-    return volume_id == kVolume ? Status::Ok() : NotFound("volume '" + volume_id + "' does not exist");
-  }
+  Status WriteVolumeCache(const ResolvedVolume&) override { return Status::Ok(); }
 };
 
 }  // namespace
