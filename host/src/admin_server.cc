@@ -7,7 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
 #include "unix_socket.h"
@@ -16,24 +20,47 @@ namespace csi_proxy::host {
 
 namespace admin = csi_proxy::admin::v1;
 
-class AdminServer::Service final : public admin::Admin::Service {
+// A callback service: a synchronous one would start gRPC's sync-server thread, which polls the same epoll set as
+// the endpoints' servers, takes their calls' events and hands every completion to gRPC's executor thread (two
+// extra thread switches on every call of every endpoint). Status and Descriptors read memory and answer inline;
+// a reload, which may wait for a group to drain, runs on a thread of its own.
+class AdminServer::Service final : public admin::Admin::CallbackService {
  public:
   Service(HostRuntime& runtime, std::string config_path, std::function<StatusOr<HostConfig>()> load_config)
       : runtime_(runtime), config_path_(std::move(config_path)), load_config_(std::move(load_config)) {}
+  ~Service() override { JoinReloads(); }
 
-  grpc::Status Reload(grpc::ServerContext*, const admin::ReloadRequest*, admin::ReloadResponse* out) override {
-    spdlog::info("admin request: reloading {}", config_path_);
-    ReloadReport report = runtime_.Reload(load_config_());
-    out->set_config_ok(report.config_ok);
-    for (const auto& s : report.applied) out->add_applied(s);
-    for (const auto& s : report.refused) out->add_refused(s);
-    for (const auto& s : report.notes) out->add_notes(s);
-    out->set_took_ms(report.took.count());
-    out->set_summary(report.Summary());
-    return grpc::Status::OK;
+  grpc::ServerUnaryReactor* Reload(grpc::CallbackServerContext* ctx, const admin::ReloadRequest*,
+                                   admin::ReloadResponse* out) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    std::lock_guard lock(mu_);
+    ReapReloads();
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    reloads_.push_back({std::thread([this, reactor, out, done] {
+                          spdlog::info("admin request: reloading {}", config_path_);
+                          ReloadReport report = runtime_.Reload(load_config_());
+                          out->set_config_ok(report.config_ok);
+                          for (const auto& s : report.applied) out->add_applied(s);
+                          for (const auto& s : report.refused) out->add_refused(s);
+                          for (const auto& s : report.notes) out->add_notes(s);
+                          out->set_took_ms(report.took.count());
+                          out->set_summary(report.Summary());
+                          reactor->Finish(grpc::Status::OK);
+                          done->store(true);
+                        }),
+                        done});
+    return reactor;
   }
 
-  grpc::Status Status(grpc::ServerContext*, const admin::StatusRequest*, admin::StatusResponse* out) override {
+  // Waits for the reloads under way (the server has stopped taking calls).
+  void JoinReloads() {
+    std::lock_guard lock(mu_);
+    for (auto& r : reloads_) r.thread.join();
+    reloads_.clear();
+  }
+
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const admin::StatusRequest*,
+                                   admin::StatusResponse* out) override {
     out->set_host_version(CSI_PROXY_HOST_VERSION);
     out->set_config_path(config_path_);
     for (const GroupState& g : runtime_.Describe()) {
@@ -55,13 +82,13 @@ class AdminServer::Service final : public admin::Admin::Service {
       s->set_required(g.required);
     }
     out->set_endpoint_dir(runtime_.endpoint_dir());
-    return grpc::Status::OK;
+    return Answer(ctx, grpc::Status::OK);
   }
 
-  grpc::Status Descriptors(grpc::ServerContext*, const admin::DescriptorsRequest* in,
-                           admin::DescriptorsResponse* out) override {
+  grpc::ServerUnaryReactor* Descriptors(grpc::CallbackServerContext* ctx, const admin::DescriptorsRequest* in,
+                                        admin::DescriptorsResponse* out) override {
     auto endpoint = runtime_.FindEndpoint(in->endpoint());
-    if (!endpoint.ok()) return grpc::Status(grpc::StatusCode::NOT_FOUND, endpoint.status().message());
+    if (!endpoint.ok()) return Answer(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, endpoint.status().message()));
     out->set_endpoint(endpoint->name);
     out->set_group(endpoint->group);
     out->set_version(endpoint->version);
@@ -75,13 +102,35 @@ class AdminServer::Service final : public admin::Admin::Service {
       m->set_read_only(read_only);
     }
     for (const auto& f : endpoint->file_descriptors) out->add_file_descriptors(f);
-    return grpc::Status::OK;
+    return Answer(ctx, grpc::Status::OK);
   }
 
  private:
+  struct ReloadThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  static grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx, const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
+  // Joins the reload threads that have finished. Caller holds mu_.
+  void ReapReloads() {
+    std::erase_if(reloads_, [](ReloadThread& r) {
+      if (!r.done->load()) return false;
+      r.thread.join();
+      return true;
+    });
+  }
+
   HostRuntime& runtime_;
   const std::string config_path_;
   const std::function<StatusOr<HostConfig>()> load_config_;
+  std::mutex mu_;
+  std::vector<ReloadThread> reloads_;  // guarded by mu_
 };
 
 AdminServer::AdminServer(HostRuntime& runtime, std::string config_path,
@@ -116,6 +165,7 @@ void AdminServer::Stop() {
     server_->Wait();
     server_.reset();
   }
+  service_->JoinReloads();
 }
 
 }  // namespace csi_proxy::host

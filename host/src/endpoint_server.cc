@@ -21,14 +21,15 @@ EndpointServer::~EndpointServer() {
 Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes,
                              std::chrono::milliseconds idle_timeout) {
   CSI_PROXY_ASSIGN_OR_RETURN(fd_, ListenUnixSocket(path_, mode, group));
-  // gRPC's own health service (per server, set by SetServing); registered services take their methods from
-  // the router, which gets every other path.
+  // gRPC's own health service (per server, set by SetServing) and reflection; the router's registered methods
+  // (the endpoint's methods as of now) and its generic service, which gets every other path.
   static std::once_flag health_enabled;
   std::call_once(health_enabled, [] { grpc::EnableDefaultHealthCheckService(true); });
   grpc::ServerBuilder builder;
   builder.RegisterService(reflection_.v1alpha());
   builder.RegisterService(reflection_.v1());
-  builder.RegisterCallbackGenericService(&router_);
+  builder.RegisterService(router_.methods());
+  builder.RegisterCallbackGenericService(router_.generic());
   builder.SetMaxReceiveMessageSize(max_receive_bytes);
   // gRPC's idle filter sends GOAWAY to a connection without calls for this long; clients reconnect when needed.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,

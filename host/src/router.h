@@ -61,20 +61,39 @@ struct EndpointBinding {
   std::shared_ptr<const Authorization> authorization;     // who may call; null: whoever the socket admits
 };
 
-class Router final : public grpc::CallbackGenericService {
+// Carries an endpoint's calls to its binding. Two gRPC services feed it:
+// - registered methods: every method path the binding has when the server is built, each a unary method taking
+//   and giving raw bytes, as a generated service does with raw callback methods. gRPC reads the request in the
+//   same batch as the call and finishes the call on the thread that answered it.
+// - a generic service for every other path: methods a reload added after the server was built, and unknown ones
+//   (answered UNIMPLEMENTED). Slower by one read batch and one hand-off to gRPC's executor per call.
+// Both look the method up in the binding of the moment, so a reload that removes a method unimplements it on both.
+class Router final {
  public:
-  // `peers` must outlive the gRPC server this service is registered with.
-  Router(std::shared_ptr<const EndpointBinding> binding, const PeerTable* peers)
-      : binding_(std::move(binding)), peers_(peers) {}
+  // `peers` must outlive the gRPC server these services are registered with.
+  Router(std::shared_ptr<const EndpointBinding> binding, const PeerTable* peers);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
 
   void Bind(std::shared_ptr<const EndpointBinding> binding) { binding_.store(std::move(binding)); }
   std::shared_ptr<const EndpointBinding> binding() const { return binding_.load(); }
 
-  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
+  // The registered methods of the binding given to the constructor (paths below /grpc. are left to gRPC's own
+  // services), and the generic service. Register both with the endpoint's server.
+  grpc::Service* methods();
+  grpc::CallbackGenericService* generic();
+
+  const PeerTable& peers() const { return *peers_; }
 
  private:
+  class Methods;
+  class Generic;
+
   std::atomic<std::shared_ptr<const EndpointBinding>> binding_;
   const PeerTable* peers_;
+  std::unique_ptr<Methods> methods_;
+  std::unique_ptr<Generic> generic_;
 };
 
 }  // namespace csi_proxy::host

@@ -234,6 +234,31 @@ TEST(Reload, ANewBuildAtTheSamePathReplacesTheLoadedOne) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
+// The host's server registers the methods an endpoint has when it starts; methods an upgrade adds are served too,
+// and those it takes away are unimplemented, whichever way gRPC routes them.
+TEST(Reload, MethodsAnUpgradeAddsAreServedAndThoseItRemovesAreUnimplemented) {
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "x"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  auto call = [&](const std::string& method) {
+    v1::EchoResponse resp;
+    grpc::Status s = Call(Dial(host.endpoint("csi-proxy-blocker-v1")), "/v1.Blocker/" + method, Req(""), &resp);
+    return s.ok() ? resp.text() : "code " + std::to_string(s.error_code()) + ": " + s.error_message();
+  };
+  const std::string unimplemented = "code " + std::to_string(grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(call("OnlyIn1"), "1.0.0");
+  EXPECT_EQ(call("OnlyIn2").rfind(unimplemented, 0), 0u) << call("OnlyIn2");
+  host.WriteConfig(BlockerGroup(Fixture("blocker2"), "x"));
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_EQ(call("OnlyIn2"), "2.0.0");
+  EXPECT_EQ(call("OnlyIn1").rfind(unimplemented, 0), 0u) << call("OnlyIn1");
+  EXPECT_EQ(call("Tag"), "2.0.0:x");
+  host.WriteConfig(BlockerGroup(Fixture("blocker1"), "x"));
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_EQ(call("OnlyIn1"), "1.0.0");
+  EXPECT_EQ(call("OnlyIn2").rfind(unimplemented, 0), 0u) << call("OnlyIn2");
+  EXPECT_EQ(host.Stop(), 0);
+}
+
 TEST(Reload, ANewLibraryPathIsLoaded) {
   HostProcess host(BlockerGroup(Fixture("blocker1"), "x"));
   ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
