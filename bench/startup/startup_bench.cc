@@ -125,7 +125,22 @@ void MeasureMemory(const std::vector<std::string>& groups, std::chrono::millisec
   results.Add("memory", subject, "idle", "rss_kib", static_cast<double>(idle.rss_kib), "KiB");
   results.Add("memory", subject, "idle", "threads", static_cast<double>(idle.threads), "");
 
+  // Idle again after one call of each kind: what a host that serves now and then keeps resident (the host gives
+  // back, after start-up, the file pages only loading touched; calls bring back those they use).
   std::vector<LoadCall> mix = LoadMix(host, *endpoints);
+  {
+    std::map<std::string, std::unique_ptr<RawClient>> conns;
+    for (const LoadCall& c : mix) {
+      auto& conn = conns[c.endpoint];
+      if (!conn) conn = std::make_unique<RawClient>(host.endpoint(c.endpoint));
+      (void)conn->Call(c.method, c.request, nullptr);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ProcessMemory served = ReadProcessMemory(host.pid());
+  results.Add("memory", subject, "idle, served", "rss_kib", static_cast<double>(served.rss_kib), "KiB");
+  results.Add("memory", subject, "idle, served", "threads", static_cast<double>(served.threads), "");
+
   std::vector<std::string> methods;
   for (const auto& c : mix) methods.push_back(c.method);
   results.Note("memory", "host with " + Join(groups) + "; load: 64 clients, each calling in turn " + Join(methods));
@@ -179,8 +194,10 @@ void MeasureMemory(const std::vector<std::string>& groups, std::chrono::millisec
     results.Note("memory", std::to_string(errors.load()) +
                                " calls of the load were not answered by a group; first: " + first_error);
   }
-  std::fprintf(stderr, "memory: idle %lld KiB, under load %lld KiB (%.0f calls/s), after %lld KiB\n",
-               static_cast<long long>(idle.rss_kib), static_cast<long long>(peak.rss_kib),
+  std::fprintf(stderr, "memory: idle %lld KiB, idle after one call of each kind %lld KiB, under load %lld KiB "
+               "(%.0f calls/s), after %lld KiB\n",
+               static_cast<long long>(idle.rss_kib), static_cast<long long>(served.rss_kib),
+               static_cast<long long>(peak.rss_kib),
                static_cast<double>(calls.load()) / seconds, static_cast<long long>(after.rss_kib));
   if (auto stopped = host.Stop(); !stopped.ok()) results.Note("memory", stopped.status().message());
 }

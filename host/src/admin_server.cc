@@ -26,8 +26,8 @@ namespace admin = csi_proxy::admin::v1;
 // a reload, which may wait for a group to drain, runs on a thread of its own.
 class AdminServer::Service final : public admin::Admin::CallbackService {
  public:
-  Service(HostRuntime& runtime, std::string config_path, std::function<StatusOr<HostConfig>()> load_config)
-      : runtime_(runtime), config_path_(std::move(config_path)), load_config_(std::move(load_config)) {}
+  Service(HostRuntime& runtime, std::string config_path, std::function<ReloadReport()> reload)
+      : runtime_(runtime), config_path_(std::move(config_path)), reload_(std::move(reload)) {}
   ~Service() override { JoinReloads(); }
 
   grpc::ServerUnaryReactor* Reload(grpc::CallbackServerContext* ctx, const admin::ReloadRequest*,
@@ -38,7 +38,7 @@ class AdminServer::Service final : public admin::Admin::CallbackService {
     auto done = std::make_shared<std::atomic<bool>>(false);
     reloads_.push_back({std::thread([this, reactor, out, done] {
                           spdlog::info("admin request: reloading {}", config_path_);
-                          ReloadReport report = runtime_.Reload(load_config_());
+                          ReloadReport report = reload_();
                           out->set_config_ok(report.config_ok);
                           for (const auto& s : report.applied) out->add_applied(s);
                           for (const auto& s : report.refused) out->add_refused(s);
@@ -128,14 +128,13 @@ class AdminServer::Service final : public admin::Admin::CallbackService {
 
   HostRuntime& runtime_;
   const std::string config_path_;
-  const std::function<StatusOr<HostConfig>()> load_config_;
+  const std::function<ReloadReport()> reload_;
   std::mutex mu_;
   std::vector<ReloadThread> reloads_;  // guarded by mu_
 };
 
-AdminServer::AdminServer(HostRuntime& runtime, std::string config_path,
-                         std::function<StatusOr<HostConfig>()> load_config)
-    : service_(std::make_unique<Service>(runtime, std::move(config_path), std::move(load_config))) {}
+AdminServer::AdminServer(HostRuntime& runtime, std::string config_path, std::function<ReloadReport()> reload)
+    : service_(std::make_unique<Service>(runtime, std::move(config_path), std::move(reload))) {}
 
 AdminServer::~AdminServer() { Stop(); }
 

@@ -16,8 +16,8 @@ namespace csi_proxy::host {
 
 class AdminServer {
  public:
-  // `load_config` re-reads the configuration file for a reload.
-  AdminServer(HostRuntime& runtime, std::string config_path, std::function<StatusOr<HostConfig>()> load_config);
+  // `reload` re-reads the configuration file and applies it (HostRuntime::Reload).
+  AdminServer(HostRuntime& runtime, std::string config_path, std::function<ReloadReport()> reload);
   ~AdminServer();
 
   // Serves on `socket_path` with mode 0600. A live socket of another host is refused; a stale one is replaced.

@@ -19,6 +19,7 @@
 #include "group_set.h"
 #include "host_runtime.h"
 #include "log_setup.h"
+#include "page_trim.h"
 #include "plugin_loader.h"
 #include "trusted_files.h"
 
@@ -170,7 +171,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   csi_proxy::host::HostRuntime runtime;
-  csi_proxy::host::AdminServer admin(runtime, opts.config_path, load_config);
+  csi_proxy::host::PageTrimmer trimmer;
+  // A reload, from SIGHUP or the admin socket; once reloads stop for a second, the pages the new libraries touched
+  // while loading are given back.
+  auto reload = [&] {
+    NotifyReloading();
+    csi_proxy::host::ReloadReport report = runtime.Reload(load_config());
+    NotifyReady(runtime.socket_paths().size());
+    trimmer.Schedule(std::chrono::seconds(1));
+    return report;
+  };
+  csi_proxy::host::AdminServer admin(runtime, opts.config_path, reload);
   if (auto s = admin.Start(config->admin_socket); !s.ok()) {
     spdlog::error("exiting: the admin socket cannot be served: {}", s.message());
     return 1;
@@ -183,15 +194,14 @@ int main(int argc, char** argv) {
   spdlog::info("admin socket {}", config->admin_socket);
   spdlog::info("ready: {} endpoints", runtime.socket_paths().size());
   NotifyReady(runtime.socket_paths().size());
+  trimmer.Schedule(std::chrono::milliseconds(0));
 
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
     if (sig != SIGHUP) break;
     spdlog::info("received SIGHUP; reloading {}", opts.config_path);
-    NotifyReloading();
-    runtime.Reload(load_config());
-    NotifyReady(runtime.socket_paths().size());
+    reload();
   }
   const char* sig_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
   spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)", sig_name);

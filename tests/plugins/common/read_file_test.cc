@@ -12,6 +12,7 @@
 #include <fstream>
 #include <future>
 #include <string>
+#include <thread>
 
 namespace csi_proxy::common {
 namespace {
@@ -61,9 +62,14 @@ TEST(ReadWholeFile, TheDescriptorIsCloseOnExecWhileTheFileIsOpen) {
   const std::string fifo = dir.path() + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   auto reading = std::async(std::launch::async, [&] { return ReadWholeFile(fifo); });
-  int writer = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // returns once the reader has opened its end
+  int writer = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // returns once the reader's open has begun
   ASSERT_GE(writer, 0);
+  // The reader's descriptor appears when its open returns, which can be just after the writer's.
   long flags = OpenFlagsOf(fifo, writer);
+  for (int i = 0; flags == -1 && i < 2000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    flags = OpenFlagsOf(fifo, writer);
+  }
   ASSERT_EQ(::write(writer, "data", 4), 4);
   ::close(writer);
   auto content = reading.get();
