@@ -39,8 +39,25 @@ constexpr auto kCallTimeout = std::chrono::seconds(5);  // bounds how long stopp
 
 std::string Method(const std::string& name) { return "/v1.Disk/" + name; }
 
+std::string CodeName(Code code) {
+  switch (code) {
+    case Code::OK:
+      return "OK";
+    case Code::NOT_FOUND:
+      return "NOT_FOUND";
+    case Code::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case Code::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case Code::INTERNAL:
+      return "INTERNAL";
+    default:
+      return "code " + std::to_string(code);
+  }
+}
+
 std::string Describe(const grpc::Status& status) {
-  return "status " + std::to_string(status.error_code()) + " \"" + status.error_message() + "\"";
+  return CodeName(status.error_code()) + " \"" + status.error_message() + "\"";
 }
 
 // ---- One helper per call --------------------------------------------------------------------------------------
@@ -85,7 +102,7 @@ struct DiskView {
     if (stats_code == Code::OK) {
       out << "OK with " << size << " bytes";
     } else {
-      out << "status " << stats_code;
+      out << CodeName(stats_code);
     }
     return out.str();
   }
@@ -166,7 +183,9 @@ class Hammer {
             Report("ListDiskIDs: expected OK, got " + Describe(status));
           } else {
             for (uint32_t d : disks_) {
-              if (ids.diskids().count(d) == 0) Report("ListDiskIDs: expected disk " + std::to_string(d) + ", not listed");
+              if (ids.diskids().count(d) == 0) {
+                Report("ListDiskIDs: expected disk " + std::to_string(d) + " listed, it is not");
+              }
             }
           }
           break;
@@ -218,6 +237,10 @@ class DiskHotplugRace : public ::testing::Test {
     CSI_PROXY_SKIP_WITHOUT_LOOP_DEVICES();
     ASSERT_TRUE(host_.Start({kEndpoint})) << host_.error() << "\n" << host_.log();
     channel_ = Dial(host_.endpoint(kEndpoint));
+    // The host's first scan, before the test changes anything: what follows must reach it through the events.
+    v1::ListDiskIDsResponse ids;
+    auto status = ListDiskIDs(channel_, &ids);
+    ASSERT_TRUE(status.ok()) << "the first ListDiskIDs: expected OK, got " << Describe(status);
   }
 
   std::unique_ptr<Hammer> StartHammering(std::vector<uint32_t> disks) {
@@ -269,8 +292,9 @@ TEST_F(DiskHotplugRace, AnAttachIsSeenByTheNextCallAndADetachIsGoneByTheNextCall
       ASSERT_TRUE(attached.listed && attached.stats_code == Code::OK && attached.size == static_cast<int64_t>(size))
           << "round " << round << ", " << name << " (disk " << number << ") just attached: expected listed, "
           << "GetDiskStats OK with " << size << " bytes; got " << attached.ToString();
-    }  // detached here
-    if (!KernelDetached(name, number)) continue;  // someone else holds it open: the kernel detaches it later
+    }  // leaving the block detaches the loop device
+    // Someone else holding it open defers the detach to their close: then there is nothing to check this round.
+    if (!KernelDetached(name, number)) continue;
     ++detaches_seen;
     checked.push_back(number);
     const DiskView detached = View(channel_, number);
