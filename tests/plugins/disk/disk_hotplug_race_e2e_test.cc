@@ -9,11 +9,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,14 +146,15 @@ bool ProcessRunning(pid_t pid) {
 
 // ---- Clients calling all along --------------------------------------------------------------------------------
 
-// `threads` clients, each on its own connection, calling ListDiskIDs, ListDiskLocations, GetDiskStats and
+// `clients` threads, each on its own connection, calling ListDiskIDs, ListDiskLocations, GetDiskStats and
 // GetDiskState on `disks` in turn until stopped. Every call must succeed, ListDiskIDs must list every one of
 // `disks`, and the size each client sees of a disk never goes backwards (the tests only grow disks). Stopped and
 // joined by Stop() or the destructor, also when the test failed.
 class Hammer {
  public:
-  Hammer(const std::string& socket, std::vector<uint32_t> disks, int threads) : disks_(std::move(disks)) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this, channel = Dial(socket)] { Run(channel); });
+  Hammer(const std::string& socket, std::vector<uint32_t> disks, size_t clients)
+      : disks_(std::move(disks)), clients_(clients) {
+    for (size_t i = 0; i < clients; ++i) threads_.emplace_back([this, channel = Dial(socket)] { Run(channel); });
   }
   ~Hammer() { Stop(); }
   Hammer(const Hammer&) = delete;
@@ -162,6 +165,11 @@ class Hammer {
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
+  }
+  // Waits (bounded) until every client has had a call answered, so that what the test does next races with them.
+  bool WaitUntilEveryClientCalled(std::chrono::seconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return calling_.wait_for(lock, timeout, [&] { return clients_calling_ == clients_; });
   }
   uint64_t calls() const { return calls_; }
   // The first problems seen (empty: every call succeeded and answered consistently).
@@ -174,7 +182,7 @@ class Hammer {
   void Run(const std::shared_ptr<grpc::Channel>& channel) {
     std::map<uint32_t, int64_t> last_size;
     for (uint64_t turn = 0; !stop_; ++turn) {
-      const uint32_t disk = disks_[turn % disks_.size()];
+      const uint32_t disk = disks_[(turn / 4) % disks_.size()];  // each disk gets every kind of call
       switch (turn % 4) {
         case 0: {
           v1::ListDiskIDsResponse ids;
@@ -214,7 +222,13 @@ class Hammer {
           }
       }
       ++calls_;
+      if (turn == 0) Called();
     }
+  }
+  void Called() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++clients_calling_;
+    calling_.notify_all();
   }
   void Report(std::string problem) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -222,10 +236,13 @@ class Hammer {
   }
 
   const std::vector<uint32_t> disks_;
+  const size_t clients_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> calls_{0};
   mutable std::mutex mutex_;
   std::vector<std::string> problems_;
+  std::condition_variable calling_;
+  size_t clients_calling_ = 0;        // with mutex_
   std::vector<std::thread> threads_;  // last: started after everything they use exists, joined first
 };
 
@@ -244,7 +261,10 @@ class DiskHotplugRace : public ::testing::Test {
   }
 
   std::unique_ptr<Hammer> StartHammering(std::vector<uint32_t> disks) {
-    return std::make_unique<Hammer>(host_.endpoint(kEndpoint), std::move(disks), 3);
+    auto hammer = std::make_unique<Hammer>(host_.endpoint(kEndpoint), std::move(disks), 3);
+    EXPECT_TRUE(hammer->WaitUntilEveryClientCalled(std::chrono::seconds(10)))
+        << "expected the concurrent clients to have a first answer within 10 s, they did not";
+    return hammer;
   }
 
   // Stops the clients; every one of their calls succeeded, there were some, and the host is still up.
@@ -272,39 +292,85 @@ class DiskHotplugRace : public ::testing::Test {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
+// One round on `channel`: attach a loop device of `size`; the call right after lists it with that size. Detach it;
+// if the kernel did detach it (someone else holding it open defers the detach to their close), the call right
+// after no longer knows it and its number goes to `gone`. Returns what went wrong, or "".
+std::string AttachAndDetach(const std::shared_ptr<grpc::Channel>& channel, uint64_t size, std::vector<uint32_t>* gone) {
+  std::string name;
+  uint32_t number = 0;
+  {
+    LoopDevice loop(size);
+    name = loop.name();
+    number = loop.DiskNumber();
+    const DiskView attached = View(channel, number);
+    if (!attached.listed || attached.stats_code != Code::OK || attached.size != static_cast<int64_t>(size)) {
+      return name + " (disk " + std::to_string(number) + ") just attached: expected listed, GetDiskStats OK with " +
+             std::to_string(size) + " bytes; got " + attached.ToString();
+    }
+  }  // leaving the block detaches the loop device
+  if (!KernelDetached(name, number)) return "";
+  gone->push_back(number);
+  const DiskView detached = View(channel, number);
+  if (detached.listed || detached.stats_code != Code::NOT_FOUND) {
+    return name + " (disk " + std::to_string(number) +
+           ") just detached: expected not listed, GetDiskStats NOT_FOUND; got " + detached.ToString();
+  }
+  return "";
+}
+
+uint64_t RoundSize(int round) { return (8 + 8 * (round % 4)) * kMiB; }
+
 // Rounds of attach and detach of disks of different sizes, with three clients calling all along: the call right
 // after the attach lists the disk with its size, the call right after the detach no longer knows it.
 TEST_F(DiskHotplugRace, AnAttachIsSeenByTheNextCallAndADetachIsGoneByTheNextCall) {
   LoopDevice stable(16 * kMiB);  // what the concurrent clients call about
   auto hammer = StartHammering({stable.DiskNumber()});
-  std::vector<uint32_t> checked{stable.DiskNumber()};  // disk numbers whose state is settled, for the last check
-  int detaches_seen = 0;
+  std::vector<uint32_t> gone;
   constexpr int kRounds = 100;
   for (int round = 0; round < kRounds; ++round) {
-    const uint64_t size = (8 + 8 * (round % 4)) * kMiB;
-    std::string name;
-    uint32_t number = 0;
-    {
-      LoopDevice loop(size);
-      name = loop.name();
-      number = loop.DiskNumber();
-      const DiskView attached = View(channel_, number);
-      ASSERT_TRUE(attached.listed && attached.stats_code == Code::OK && attached.size == static_cast<int64_t>(size))
-          << "round " << round << ", " << name << " (disk " << number << ") just attached: expected listed, "
-          << "GetDiskStats OK with " << size << " bytes; got " << attached.ToString();
-    }  // leaving the block detaches the loop device
-    // Someone else holding it open defers the detach to their close: then there is nothing to check this round.
-    if (!KernelDetached(name, number)) continue;
-    ++detaches_seen;
-    checked.push_back(number);
-    const DiskView detached = View(channel_, number);
-    ASSERT_TRUE(!detached.listed && detached.stats_code == Code::NOT_FOUND)
-        << "round " << round << ", " << name << " (disk " << number << ") just detached: expected not listed, "
-        << "GetDiskStats NOT_FOUND; got " << detached.ToString();
+    auto problem = AttachAndDetach(channel_, RoundSize(round), &gone);
+    ASSERT_EQ(problem, "") << "round " << round;
   }
-  EXPECT_GT(detaches_seen, kRounds / 2) << "the kernel deferred most detaches; too few were checked";
+  EXPECT_GT(gone.size(), kRounds / 2u) << "the kernel deferred most detaches; too few were checked";
   ExpectHammeringWentWell(*hammer);
-  ExpectSameAsFreshHost(checked);
+  gone.push_back(stable.DiskNumber());
+  ExpectSameAsFreshHost(gone);
+}
+
+// The same rounds in two threads at once, each on its own connection: one thread's call also drains the other's
+// events, and still each call sees what its own thread did before it.
+TEST_F(DiskHotplugRace, ParallelAttachesAndDetachesAreEachSeenByTheirOwnNextCall) {
+  LoopDevice stable(16 * kMiB);
+  auto hammer = StartHammering({stable.DiskNumber()});
+  constexpr int kWorkers = 2, kRounds = 50;
+  std::vector<std::vector<uint32_t>> gone(kWorkers);
+  std::vector<std::string> problems(kWorkers);
+  {
+    std::vector<std::thread> workers;
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.emplace_back([&, w, channel = Dial(host_.endpoint(kEndpoint))] {
+        for (int round = 0; round < kRounds && problems[w].empty(); ++round) {
+          try {
+            problems[w] = AttachAndDetach(channel, RoundSize(round + w), &gone[w]);
+          } catch (const std::exception& e) {  // the loop device fixture throws when it cannot attach
+            problems[w] = e.what();
+          }
+          if (!problems[w].empty()) problems[w] = "round " + std::to_string(round) + ": " + problems[w];
+        }
+      });
+    }
+    for (auto& worker : workers) worker.join();
+  }
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(problems[w], "") << "worker " << w;
+    if (problems[w].empty()) {
+      EXPECT_GT(gone[w].size(), kRounds / 2u) << "worker " << w << ": the kernel deferred most detaches";
+    }
+  }
+  ExpectHammeringWentWell(*hammer);
+  std::vector<uint32_t> settled{stable.DiskNumber()};
+  for (const auto& numbers : gone) settled.insert(settled.end(), numbers.begin(), numbers.end());
+  ExpectSameAsFreshHost(settled);
 }
 
 // A disk grown step by step (LOOP_SET_CAPACITY) with three clients calling about it all along: the call right
