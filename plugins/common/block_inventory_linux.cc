@@ -240,6 +240,7 @@ bool BlockInventory::DrainLocked(std::vector<std::string>& touched) {
 }
 
 void BlockInventory::RefreshLocked(const std::string& name) {
+  listed_.reset();
   auto entry = DescribeAt(class_dir_.get(), name, roots_.dev);
   if (!entry) {
     devices_.erase(name);
@@ -270,6 +271,7 @@ Status BlockInventory::RescanLocked() {
     if (auto e = DescribeAt(class_dir_.get(), name, roots_.dev)) fresh.emplace(name, std::move(*e));
   }
   devices_ = std::move(fresh);
+  listed_.reset();
   invalid_.clear();
   if (before) last_seqnum_ = std::max(last_seqnum_, *before);
   scanned_ = true;
@@ -303,15 +305,18 @@ Status BlockInventory::SyncLocked() {
   return Status::Ok();
 }
 
-StatusOr<std::vector<BlockEntry>> BlockInventory::ListDisks() {
+StatusOr<BlockInventory::DiskList> BlockInventory::ListDisks() {
   std::lock_guard<std::mutex> lock(mutex_);
   CSI_PROXY_RETURN_IF_ERROR(SyncLocked());
-  std::vector<BlockEntry> disks;
+  if (listed_) return listed_;
+  auto disks = std::make_shared<std::vector<BlockEntry>>();
   for (const auto& [_, e] : devices_) {
-    if (IsListedDisk(e.device)) disks.push_back(e);
+    if (IsListedDisk(e.device)) disks->push_back(e);
   }
-  std::sort(disks.begin(), disks.end(), [](const auto& a, const auto& b) { return a.device.diskseq < b.device.diskseq; });
-  return disks;
+  std::sort(disks->begin(), disks->end(),
+            [](const auto& a, const auto& b) { return a.device.diskseq < b.device.diskseq; });
+  listed_ = std::move(disks);
+  return listed_;
 }
 
 StatusOr<BlockEntry> BlockInventory::DiskByNumber(uint64_t number) {

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -67,8 +68,10 @@ class BlockInventory {
 
   const BlockDeviceRoots& roots() const { return roots_; }
 
-  // Whole disks with a diskseq and a non-zero size, sorted by diskseq (BlockDevices::ListDisks' rule).
-  StatusOr<std::vector<BlockEntry>> ListDisks();
+  // Whole disks with a diskseq and a non-zero size, sorted by diskseq (BlockDevices::ListDisks' rule). The list is
+  // built once per change of the devices and shared by every query until the next one: an answer never copies it.
+  using DiskList = std::shared_ptr<const std::vector<BlockEntry>>;
+  StatusOr<DiskList> ListDisks();
   // The disk whose diskseq is `number`; NOT_FOUND otherwise.
   StatusOr<BlockEntry> DiskByNumber(uint64_t number);
   // The partitions the kernel currently lists on `disk`, by partition number.
@@ -113,6 +116,7 @@ class BlockInventory {
 
   mutable std::mutex mutex_;
   std::map<std::string, BlockEntry> devices_;  // by kernel name
+  DiskList listed_;                            // ListDisks' answer for devices_ as it is; null after a change
   std::vector<std::string> invalid_;           // names to re-read at the next query
   bool scanned_ = false;
   uint64_t last_seqnum_ = 0;  // the highest SEQNUM applied (or the counter before the last rescan)

@@ -75,7 +75,7 @@ StatusOr<BlockDevice> LinuxDiskBackend::Disk(uint32_t disk_number) {
 StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations() {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disks, inventory_.ListDisks());
   std::map<uint32_t, DiskLocation> locations;
-  for (const auto& disk : disks) {
+  for (const auto& disk : *disks) {
     auto number = common::DiskNumberOf(disk.device);  // a disk that cannot be named is left out
     if (!number) continue;
     const auto& address = disk.scsi_address;
@@ -89,7 +89,7 @@ StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations()
 StatusOr<std::map<uint32_t, DiskIds>> LinuxDiskBackend::ListDiskIds() {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disks, inventory_.ListDisks());
   std::map<uint32_t, DiskIds> ids;
-  for (const auto& disk : disks) {
+  for (const auto& disk : *disks) {
     auto number = common::DiskNumberOf(disk.device);
     if (!number) continue;
     ids[*number] = DiskIds{disk.ids.page83, disk.ids.serial_number};
@@ -99,7 +99,7 @@ StatusOr<std::map<uint32_t, DiskIds>> LinuxDiskBackend::ListDiskIds() {
 
 StatusOr<uint32_t> LinuxDiskBackend::FindDiskByPage83(const std::string& page83) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disks, inventory_.ListDisks());
-  for (const auto& disk : disks) {
+  for (const auto& disk : *disks) {
     auto number = common::DiskNumberOf(disk.device);
     if (number && disk.ids.page83 == page83) return *number;
   }

@@ -27,7 +27,7 @@ constexpr uint64_t kMiB = 1 << 20;
 bool Lists(BlockInventory& inventory, const LoopDevice& loop) {
   auto disks = inventory.ListDisks();
   if (!disks.ok()) return false;
-  return std::any_of(disks->begin(), disks->end(), [&](const BlockEntry& e) {
+  return std::any_of((*disks)->begin(), (*disks)->end(), [&](const BlockEntry& e) {
     return e.device.name == loop.name() && e.device.diskseq == loop.DiskNumber();
   });
 }
@@ -91,11 +91,36 @@ TEST_F(BlockInventoryTest, AnAttachedDiskIsListedByTheNextQueryAndADetachedOneIs
     auto disks = inventory_->ListDisks();
     ASSERT_TRUE(disks.ok());
     if (!detached) continue;
-    EXPECT_FALSE(std::any_of(disks->begin(), disks->end(), [&](auto& e) { return e.device.diskseq == diskseq; }))
+    EXPECT_FALSE(std::any_of((*disks)->begin(), (*disks)->end(), [&](auto& e) { return e.device.diskseq == diskseq; }))
         << "round " << round << ": " << name << " detached but still listed";
   }
   EXPECT_EQ(inventory_->counters().overflows, 0u);
   EXPECT_GT(inventory_->counters().events_applied, 0u) << "seen through events, not only through rescans";
+}
+
+// Queries share one list while no device changes (an answer does not copy every disk); a change makes a new list
+// and leaves the one a caller still holds as it was.
+TEST_F(BlockInventoryTest, TheDiskListIsSharedUntilADeviceChanges) {
+  // Other tests may attach devices meanwhile; two queries in a row without a change are enough.
+  bool shared = false;
+  for (int i = 0; i < 20 && !shared; ++i) {
+    auto a = inventory_->ListDisks();
+    auto b = inventory_->ListDisks();
+    ASSERT_TRUE(a.ok() && b.ok());
+    shared = a->get() == b->get();
+  }
+  EXPECT_TRUE(shared) << "every query built a list of its own";
+  auto before = inventory_->ListDisks();
+  ASSERT_TRUE(before.ok());
+  const size_t listed_before = (*before)->size();
+  LoopDevice loop(16 * kMiB);
+  auto after = inventory_->ListDisks();
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(after->get(), before->get());
+  EXPECT_TRUE(Lists(*inventory_, loop));
+  EXPECT_EQ((*before)->size(), listed_before) << "a list a caller holds changed under it";
+  EXPECT_FALSE(std::any_of((*before)->begin(), (*before)->end(),
+                           [&](const BlockEntry& e) { return e.device.diskseq == loop.DiskNumber(); }));
 }
 
 TEST_F(BlockInventoryTest, ACapacityChangeIsSeenByTheNextQuery) {
