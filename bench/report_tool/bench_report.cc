@@ -212,8 +212,9 @@ const std::vector<std::pair<std::string, std::string>> kIsolationConditions = {
 
 // The metadata methods issue 12 wants answered from memory: at most 2x a trivial call, flat from 1 to 64 disks.
 bool IsInventoryMethod(const std::string& method) {
-  for (const char* m : {"/v1.Disk/ListDiskIDs", "/v1.Disk/ListDiskLocations", "/v1.Disk/GetDiskStats",
-                        "/v1.Disk/GetDiskState", "/v1.Volume/ListVolumesOnDisk", "/v1.Volume/GetDiskNumberFromVolumeID"}) {
+  for (const char* m :
+       {"/v1.Disk/ListDiskIDs", "/v1.Disk/ListDiskLocations", "/v1.Disk/GetDiskStats", "/v1.Disk/GetDiskState",
+        "/v1.Volume/ListVolumesOnDisk", "/v1.Volume/GetDiskNumberFromVolumeID"}) {
     if (method == m) return true;
   }
   return false;
@@ -329,9 +330,7 @@ struct Target {
   std::optional<double> value;
   enum Bound { kAtMost, kAtLeast, kBelow } bound;
   double goal;
-  bool Met() const {
-    return bound == kAtMost ? *value <= goal : bound == kAtLeast ? *value >= goal : *value < goal;
-  }
+  bool Met() const { return bound == kAtMost ? *value <= goal : bound == kAtLeast ? *value >= goal : *value < goal; }
 };
 
 std::optional<double> Divide(std::optional<double> a, std::optional<double> b) {
@@ -348,8 +347,10 @@ std::vector<Target> CallPathTargets(const Data& d) {
   return {
       {"echo p50, 1 client: host ÷ plain gRPC sync", vs_sync("1 client", "p50_us"), Target::kAtMost, 1.10},
       {"echo p99, 1 client: host ÷ plain gRPC sync", vs_sync("1 client", "p99_us"), Target::kAtMost, 1.10},
-      {"echo calls/s, 16 clients: host ÷ plain gRPC sync", vs_sync("16 clients", "calls_per_s"), Target::kAtLeast, 0.95},
-      {"echo calls/s, 64 clients: host ÷ plain gRPC sync", vs_sync("64 clients", "calls_per_s"), Target::kAtLeast, 0.95},
+      {"echo calls/s, 16 clients: host ÷ plain gRPC sync", vs_sync("16 clients", "calls_per_s"), Target::kAtLeast,
+       0.95},
+      {"echo calls/s, 64 clients: host ÷ plain gRPC sync", vs_sync("64 clients", "calls_per_s"), Target::kAtLeast,
+       0.95},
       // Both idle after serving calls (the plain server after its warm-up, the host after one call of each kind).
       {"idle RSS, host with every group ÷ plain gRPC sync",
        Divide(Get(d, "memory", "memory", "idle, served", "rss_kib"),
@@ -367,8 +368,8 @@ void WriteTargets(std::ostream& md, const Data& d) {
   for (const auto& t : CallPathTargets(d)) {
     const char* bound = t.bound == Target::kAtMost ? "≤ " : t.bound == Target::kAtLeast ? "≥ " : "< ";
     std::string met = !t.value ? "not measured" : t.Met() ? "yes" : "**no**";
-    md << "| " << t.what << " | " << (t.value ? Fmt(*t.value, 2) : "–") << " | " << bound
-       << Fmt(t.goal, 2) << " | " << met << " |\n";
+    md << "| " << t.what << " | " << (t.value ? Fmt(*t.value, 2) : "–") << " | " << bound << Fmt(t.goal, 2) << " | "
+       << met << " |\n";
   }
   md << "\n";
 }

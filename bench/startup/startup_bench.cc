@@ -194,11 +194,12 @@ void MeasureMemory(const std::vector<std::string>& groups, std::chrono::millisec
     results.Note("memory", std::to_string(errors.load()) +
                                " calls of the load were not answered by a group; first: " + first_error);
   }
-  std::fprintf(stderr, "memory: idle %lld KiB, idle after one call of each kind %lld KiB, under load %lld KiB "
+  std::fprintf(stderr,
+               "memory: idle %lld KiB, idle after one call of each kind %lld KiB, under load %lld KiB "
                "(%.0f calls/s), after %lld KiB\n",
                static_cast<long long>(idle.rss_kib), static_cast<long long>(served.rss_kib),
-               static_cast<long long>(peak.rss_kib),
-               static_cast<double>(calls.load()) / seconds, static_cast<long long>(after.rss_kib));
+               static_cast<long long>(peak.rss_kib), static_cast<double>(calls.load()) / seconds,
+               static_cast<long long>(after.rss_kib));
   if (auto stopped = host.Stop(); !stopped.ok()) results.Note("memory", stopped.status().message());
 }
 

@@ -35,8 +35,8 @@ class PageTrimmer {
 
   std::mutex mu_;
   std::condition_variable changed_;
-  bool stopping_ = false;                                  // guarded by mu_
-  std::chrono::steady_clock::time_point due_ = {};         // guarded by mu_; {} when nothing is scheduled
+  bool stopping_ = false;                           // guarded by mu_
+  std::chrono::steady_clock::time_point due_ = {};  // guarded by mu_; {} when nothing is scheduled
   std::thread thread_;
 };
 

@@ -1,8 +1,8 @@
 // See router.h.
 #include "router.h"
 
-#include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
+#include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/impl/service_type.h>
 #include <spdlog/spdlog.h>
 
@@ -79,9 +79,13 @@ class Call : public CallAnswerSink {
     if (finished_.exchange(true)) return;
     if (binding_ && !binding_->observers.empty()) {
       const csi_proxy_host_call* call = answered_call_.load(std::memory_order_acquire);
-      const CallEvent event{*binding_->endpoint, method_, handler_, peer_,
+      const CallEvent event{*binding_->endpoint,
+                            method_,
+                            handler_,
+                            peer_,
                             call != nullptr ? std::string_view(call->request()) : std::string_view(),
-                            code, code == CSI_PROXY_STATUS_OK ? std::string_view() : message,
+                            code,
+                            code == CSI_PROXY_STATUS_OK ? std::string_view() : message,
                             std::chrono::steady_clock::now() - started_};
       for (const auto& o : binding_->observers) o->OnFinished(event);
     }
@@ -227,15 +231,14 @@ class Router::Methods final : public grpc::Service {
       if (path.starts_with("/grpc.")) continue;  // gRPC's health and reflection services have those
       const std::string& method = *paths_.emplace_back(std::make_unique<std::string>(path));
       AddMethod(new grpc::internal::RpcServiceMethod(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
-      MarkMethodRawCallback(
-          static_cast<int>(paths_.size() - 1),
-          new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-              [&method, router](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                grpc::ByteBuffer* response) {
-                auto* call = new UnaryCall(ctx, method, router, response);
-                call->Begin(*request);
-                return call;
-              }));
+      MarkMethodRawCallback(static_cast<int>(paths_.size() - 1),
+                            new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                                [&method, router](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+                                  auto* call = new UnaryCall(ctx, method, router, response);
+                                  call->Begin(*request);
+                                  return call;
+                                }));
     }
   }
 
@@ -255,7 +258,9 @@ class Router::Generic final : public grpc::CallbackGenericService {
 };
 
 Router::Router(std::shared_ptr<const EndpointBinding> binding, const PeerTable* peers)
-    : binding_(binding), peers_(peers), methods_(std::make_unique<Methods>(*binding->endpoint, this)),
+    : binding_(binding),
+      peers_(peers),
+      methods_(std::make_unique<Methods>(*binding->endpoint, this)),
       generic_(std::make_unique<Generic>(this)) {}
 
 Router::~Router() = default;

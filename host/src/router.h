@@ -31,12 +31,12 @@ class CallDispatcher {
 // A call the router has answered, as observers see it.
 struct CallEvent {
   const Endpoint& endpoint;
-  std::string_view method;        // the full method path, /<service>/<method>
-  const MethodHandler* handler;   // null when the endpoint has no such method
+  std::string_view method;       // the full method path, /<service>/<method>
+  const MethodHandler* handler;  // null when the endpoint has no such method
   const PeerCredentials& peer;
-  std::string_view request;       // the request bytes; empty when the call was refused before they were kept
-  csi_proxy_status_code code;     // the answer's status
-  std::string_view message;       // its status message (empty on success)
+  std::string_view request;    // the request bytes; empty when the call was refused before they were kept
+  csi_proxy_status_code code;  // the answer's status
+  std::string_view message;    // its status message (empty on success)
   std::chrono::steady_clock::duration elapsed;  // from the request read to the answer
 };
 
@@ -56,9 +56,9 @@ class CallObserver {
 struct EndpointBinding {
   const Endpoint* endpoint = nullptr;  // owned by `dispatcher`
   std::shared_ptr<CallDispatcher> dispatcher;
-  size_t max_request_bytes = 0;  // larger requests are refused before they are dispatched
+  size_t max_request_bytes = 0;                          // larger requests are refused before they are dispatched
   std::vector<std::shared_ptr<CallObserver>> observers;  // told of every call, in this order
-  std::shared_ptr<const Authorization> authorization;     // who may call; null: whoever the socket admits
+  std::shared_ptr<const Authorization> authorization;    // who may call; null: whoever the socket admits
 };
 
 // Carries an endpoint's calls to its binding. Two gRPC services feed it:

@@ -171,8 +171,7 @@ bool BlockEntry::operator==(const BlockEntry& o) const {
   return a.name == b.name && a.path == b.path && a.devno == b.devno && a.is_partition == b.is_partition &&
          a.partition_number == b.partition_number && a.disk_name == b.disk_name && a.diskseq == b.diskseq &&
          a.start_bytes == b.start_bytes && a.size_bytes == b.size_bytes && same_scsi(scsi_address, o.scsi_address) &&
-         ids.page83 == o.ids.page83 && ids.serial_number == o.ids.serial_number &&
-         has_scsi_state == o.has_scsi_state;
+         ids.page83 == o.ids.page83 && ids.serial_number == o.ids.serial_number && has_scsi_state == o.has_scsi_state;
 }
 
 BlockInventory::BlockInventory(BlockDeviceRoots roots, BlockInventoryOptions options)
@@ -220,8 +219,8 @@ bool BlockInventory::DrainLocked(std::vector<std::string>& touched) {
   for (;;) {
     struct sockaddr_nl from {};
     socklen_t from_len = sizeof from;
-    ssize_t n = recvfrom(socket_.get(), buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<struct sockaddr*>(&from),
-                         &from_len);
+    ssize_t n =
+        recvfrom(socket_.get(), buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<struct sockaddr*>(&from), &from_len);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == ENOBUFS) {  // the kernel dropped events; the socket goes on with the next ones
