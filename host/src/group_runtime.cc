@@ -59,6 +59,7 @@ bool GroupRuntime::Track(const CallHandle& call) {
     std::lock_guard lock(in_flight_->mu);
     if (in_flight_->stopping) return false;
     in_flight_->methods.insert(method);
+    ++in_flight_->dispatching;
   }
   call->HandOverToPlugin(call, [in_flight = in_flight_, &method] {
     // `method` lives in the call's info, which outlives this completion.
@@ -69,8 +70,20 @@ bool GroupRuntime::Track(const CallHandle& call) {
   return true;
 }
 
+void GroupRuntime::EndDispatch() {
+  std::lock_guard lock(in_flight_->mu);
+  --in_flight_->dispatching;
+  in_flight_->empty.notify_all();
+}
+
 Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
   if (!Track(call)) return Unavailable("group '" + name_ + "' is stopping; retry later");
+  // A call counted before the group began to stop reaches the executor before it stops (StopAndUnload waits for
+  // it), so it runs with the calls the group drains rather than being refused on the way.
+  struct Dispatched {
+    GroupRuntime* runtime;
+    ~Dispatched() { runtime->EndDispatch(); }
+  } dispatched{this};
   if (handler.non_blocking()) {
     // Declared never to block: run here, on the thread that read the request, with no hand-off to a worker.
     // The group's workers and queue are for calls that may wait; this one answers before it returns.
@@ -129,8 +142,9 @@ const char* GroupRuntime::StateName(State state) {
 
 std::vector<std::string> GroupRuntime::StopAndUnload(std::chrono::steady_clock::time_point deadline) {
   {
-    std::lock_guard lock(in_flight_->mu);
+    std::unique_lock lock(in_flight_->mu);
     in_flight_->stopping = true;  // no new call starts, inline or on a worker
+    in_flight_->empty.wait_until(lock, deadline, [&] { return in_flight_->dispatching == 0; });
   }
   std::vector<std::string> running = executor_.Stop(deadline);
   {

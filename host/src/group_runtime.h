@@ -76,11 +76,14 @@ class GroupRuntime final : public CallDispatcher {
     std::mutex mu;
     std::condition_variable empty;
     std::multiset<std::string> methods;
+    int dispatching = 0;    // calls tracked and not yet run inline or handed to the executor
     bool stopping = false;  // set by Stop: no call is tracked (so none starts) any more
   };
 
-  // Counts the call in flight until the plugin completes it; false once the group is stopping.
+  // Counts the call in flight until the plugin completes it, and as being dispatched until EndDispatch; false once
+  // the group is stopping.
   bool Track(const CallHandle& call);
+  void EndDispatch();
   // Runs the plugin's handler on this thread; a call already cancelled or past its deadline never reaches it.
   static void RunHandler(const MethodHandler& handler, csi_proxy_host_call& call);
 

@@ -54,7 +54,13 @@ std::vector<Mapping> ReadMappings() {
 
 }  // namespace
 
+std::mutex& MappingChangeMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 size_t ReleaseFilePages() {
+  std::lock_guard lock(MappingChangeMutex());
   size_t released = 0;
   for (const Mapping& m : ReadMappings()) {
     // A mapping with anonymous pages was written to (a relocated read-only section): those pages are not in the

@@ -13,6 +13,12 @@
 
 namespace csi_proxy::host {
 
+// Held by whoever maps or unmaps a library at run time (the plugin loader's dlopen and dlclose), and by
+// ReleaseFilePages from reading the mappings to its last madvise: DONTNEED on a range that meanwhile holds
+// something else (a new library's relocated data, memory malloc mapped where an unloaded library was) would
+// discard that memory.
+std::mutex& MappingChangeMutex();
+
 // Unmaps (MADV_DONTNEED) the resident pages of every private, read-only mapping of a regular file in this process
 // that holds no page of its own: code and read-only data, never a section the loader relocated (those hold
 // anonymous copies, which DONTNEED would discard). Returns the KiB of resident memory it released.

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "abi_struct.h"
+#include "page_trim.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -66,7 +67,11 @@ std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host) {
   return out.str();
 }
 
-LoadedPlugin::~LoadedPlugin() { Shutdown(); }
+LoadedPlugin::~LoadedPlugin() {
+  Shutdown();
+  std::lock_guard lock(MappingChangeMutex());  // dlclose unmaps the library: not while pages are released
+  library_.unload();
+}
 
 LoadedPlugin::OwnedFd::~OwnedFd() {
   if (fd >= 0) close(fd);
@@ -128,10 +133,12 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->context_->versions = group.versions;
   plugin->context_->registry = &registry;
 
+  std::unique_lock mapping_lock(MappingChangeMutex());  // dlopen maps the library: not while pages are released
   auto load_path = LoadablePath(group.library, plugin->private_copy_.fd);
   if (!load_path.ok()) return Refuse(group, Code::kFailedPrecondition, load_path.status().message());
   boost::dll::fs::error_code load_error;
   plugin->library_.load(*load_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  mapping_lock.unlock();
   if (load_error) {
     const char* detail = dlerror();
     return Refuse(group, Code::kFailedPrecondition,

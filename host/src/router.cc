@@ -128,6 +128,18 @@ class Call : public CallAnswerSink {
       call_ = call;
     }
     Status started = binding_->dispatcher->Dispatch(*handler_, call);
+    // A reload replaced the group's instance between the lookup and the hand-over, and the old one, draining,
+    // takes no new call: the instance that serves now takes it, when it has the method (reloads back to back may
+    // have replaced that one too). The observers keep the binding the call started with.
+    const EndpointBinding* tried = binding_.get();
+    for (int redirects = 0; started.code() == Code::kUnavailable && redirects < 8; ++redirects) {
+      std::shared_ptr<const EndpointBinding> now = router_->binding();
+      auto it = now->endpoint->methods.find(method_);
+      if (now.get() == tried || it == now->endpoint->methods.end()) break;
+      tried = now.get();
+      redirected_ = std::move(now);
+      started = redirected_->dispatcher->Dispatch(it->second, call);
+    }
     if (!started.ok()) call->Abandon(static_cast<csi_proxy_status_code>(started.code()), started.message());
   }
 
@@ -146,8 +158,9 @@ class Call : public CallAnswerSink {
   const Router* router_;
   // Set in Begin, before anything can answer the call except a failed read.
   std::shared_ptr<const EndpointBinding> binding_;
-  const MethodHandler* handler_ = nullptr;  // owned by binding_'s endpoint; null when the method is unknown
-  PeerCredentials peer_;                    // the connection's, from SO_PEERCRED and SO_PEERGROUPS
+  const MethodHandler* handler_ = nullptr;             // owned by binding_'s endpoint; null when the method is unknown
+  std::shared_ptr<const EndpointBinding> redirected_;  // the newer binding that took the call, if one did
+  PeerCredentials peer_;                               // the connection's, from SO_PEERCRED and SO_PEERGROUPS
   std::chrono::steady_clock::time_point started_;
   std::atomic<const csi_proxy_host_call*> answered_call_{nullptr};  // kept alive by call_ (or the caller of Answer)
   std::atomic<bool> finished_{false};
