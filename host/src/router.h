@@ -52,7 +52,8 @@ class CallObserver {
 };
 
 // What serves an endpoint now: its methods and the dispatcher (the group instance) that owns them. A reload that
-// upgrades the group binds the endpoint to the new instance; calls already read keep the binding they started with.
+// upgrades the group binds the endpoint to the new instance; calls already read keep the binding they started with,
+// except that one the old instance refuses because it is already draining goes to the new one.
 struct EndpointBinding {
   const Endpoint* endpoint = nullptr;  // owned by `dispatcher`
   std::shared_ptr<CallDispatcher> dispatcher;
