@@ -150,8 +150,8 @@ struct csi_proxy_plugin_api;
 typedef struct csi_proxy_plugin_answer {
   size_t struct_size;
   uint32_t abi_version;                   /* the version the plugin speaks, within the offered range */
-  const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version>;
-                                             see "Group names" above for the syntax */
+  /* The group name follows "Group names" above. */
+  const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version> */
   const char* plugin_version;             /* the library's own version, for logs, e.g. "1.2.0" */
   const struct csi_proxy_plugin_api* api; /* the plugin's function table */
 } csi_proxy_plugin_answer;
