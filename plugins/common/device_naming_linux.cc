@@ -53,6 +53,47 @@ std::string ParseVpdSerial(std::string_view page) {
   return std::string(page.substr(4, std::min(length, page.size() - 4)));
 }
 
+namespace {
+
+// The hex digits of `text` in order, lowercased, when it holds only hex digits and the separators sysfs puts
+// between them (blanks, dashes); "" for anything else or all zeros.
+std::string NonZeroHexDigits(std::string_view text) {
+  std::string hex;
+  bool non_zero = false;
+  for (char c : text) {
+    if (c == ' ' || c == '-' || c == '\n') continue;
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
+    non_zero = non_zero || c != '0';
+    hex.push_back(c);
+  }
+  return non_zero ? hex : std::string();
+}
+
+}  // namespace
+
+std::string NvmePage83Identifier(std::string_view eui, std::string_view nguid) {
+  if (std::string hex = NonZeroHexDigits(eui); hex.size() == 16) return "eui." + hex;
+  if (std::string hex = NonZeroHexDigits(nguid); hex.size() == 32) return "eui." + hex;
+  return {};
+}
+
+DiskIdentifiers ReadDiskIdentifiers(const DiskAttributeReader& read) {
+  DiskIdentifiers ids;
+  if (auto pg83 = read("device/vpd_pg83", true)) ids.page83 = SelectPage83Identifier(*pg83);
+  auto eui = read("eui", false);
+  auto nguid = read("nguid", false);
+  if (ids.page83.empty() && (eui || nguid)) ids.page83 = NvmePage83Identifier(eui.value_or(""), nguid.value_or(""));
+  if (auto pg80 = read("device/vpd_pg80", true)) {
+    ids.serial_number = ParseVpdSerial(*pg80);
+  } else if (auto controller = read("device/serial", false)) {  // NVMe: the controller's serial
+    ids.serial_number = *controller;
+  } else if (auto virtio = read("serial", false)) {  // virtio-blk
+    ids.serial_number = *virtio;
+  }
+  return ids;
+}
+
 StatusOr<uint32_t> ParseDiskNumber(std::string_view text) {
   uint64_t value = 0;
   if (text.empty()) return InvalidArgument("disk id is empty");

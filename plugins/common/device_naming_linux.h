@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,8 +20,9 @@ struct ScsiAddress {
   uint64_t lun = 0;
 };
 
+// What ListDiskIDs reports for a disk, in the forms drivers written for Windows match (docs/disk-identities.md).
 struct DiskIdentifiers {
-  std::string page83;         // per SelectPage83Identifier; "" when the device has no VPD page 0x83
+  std::string page83;         // SCSI: per SelectPage83Identifier; NVMe: per NvmePage83Identifier; else ""
   std::string serial_number;  // untrimmed, as the device reports it; "" when it has none
 };
 
@@ -32,8 +34,26 @@ std::optional<ScsiAddress> ParseScsiAddress(std::string_view text);
 // as the raw bytes) wins, whatever its designator type. "" when none qualifies or the page is malformed.
 std::string SelectPage83Identifier(std::string_view vpd_page);
 
+// The page 0x83 text of an NVMe namespace, from its sysfs `eui` (the EUI-64 as "10 cc 96 36 b6 e3 ce 3b") and
+// `nguid` (the NGUID as "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"): "eui." and the lowercase hex digits of the EUI-64
+// when it is set (not all zeros), else of the NGUID; "" when neither is set or readable. This is the form the
+// kernel's `wwid` uses and GCE's driver matches (a Page83 starting with "eui.").
+std::string NvmePage83Identifier(std::string_view eui, std::string_view nguid);
+
 // The product serial number of a VPD page 0x80 (bytes 4 .. 4+length), untrimmed. "" when malformed.
 std::string ParseVpdSerial(std::string_view vpd_page);
+
+// Reads one attribute of a whole disk relative to its sysfs directory (/sys/class/block/<name>): "device/vpd_pg83",
+// "serial", ...; the content without its trailing newline (with it, and any bytes, when `raw`), or nullopt when the
+// attribute does not exist or cannot be read.
+using DiskAttributeReader = std::function<std::optional<std::string>(const char* name, bool raw)>;
+
+// The identifiers of a whole disk from its sysfs attributes, by kind:
+//   SCSI (device/vpd_pg83, device/vpd_pg80): page 0x83 by upstream's rule, serial from page 0x80;
+//   NVMe (eui, nguid, device/serial of the controller): NvmePage83Identifier, the controller's serial;
+//   virtio-blk (serial): no page 0x83, its serial;
+//   anything else (loop, device-mapper, RAM disks): nothing.
+DiskIdentifiers ReadDiskIdentifiers(const DiskAttributeReader& read);
 
 // A disk number written as decimal text, as older API versions carry it ("7"). INVALID_ARGUMENT for anything
 // else: empty, signs, spaces, other digits, values beyond uint32.

@@ -42,6 +42,7 @@ class DiskPlugin : public sdk::Plugin {
     std::string guid = *type;
     for (char& c : guid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     options.gpt_partition_type = guid;
+    options.state_dir = config.state_dir();
     backend_ = MakeDiskBackend(options);
     service_ = std::make_unique<DiskService>(*backend_);
 

@@ -8,11 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <sstream>
 
 #include "iscsi_validation.h"
 #include "read_file_linux.h"
+#include "state_records_linux.h"
 
 namespace csi_proxy::iscsi {
 namespace {
@@ -25,21 +25,6 @@ static_assert(IscsiStateStore::kMaxPortalsLimit * kMaxPortalLineBytes + 128 <= I
               "max_portals must not allow a portal file that the loader refuses");
 
 std::string ErrnoText(int err) { return std::strerror(err); }
-
-// mkdir -p for the parents (0755); the last component gets `last_mode`. Existing directories are kept.
-Status MakeDirs(const std::string& path, mode_t last_mode) {
-  size_t pos = 1;
-  while (true) {
-    size_t slash = path.find('/', pos);
-    std::string part = path.substr(0, slash);
-    bool last = slash == std::string::npos;
-    if (!part.empty() && mkdir(part.c_str(), last ? last_mode : 0755) != 0 && errno != EEXIST) {
-      return Internal("cannot create " + part + ": " + ErrnoText(errno));
-    }
-    if (last) return Status::Ok();
-    pos = slash + 1;
-  }
-}
 
 StatusOr<std::optional<std::string>> ReadFileAt(int dir_fd, const char* name) {
   auto content = common::ReadWholeFile(
@@ -70,47 +55,6 @@ void RemoveStaleTemporaries(int dir_fd) {
 
 }  // namespace
 
-Status WriteFileAtomically(int dir_fd, const std::string& name, const std::string& content, unsigned mode) {
-  std::random_device rd;
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-    tmp = "." + name + ".tmp." + std::to_string(rd());
-    fd = openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0 && errno != EEXIST)
-      return Internal("cannot create a temporary file for " + name + ": " + ErrnoText(errno));
-  }
-  if (fd < 0) return Internal("cannot create a temporary file for " + name);
-  auto fail = [&](const std::string& what) {
-    int err = errno;
-    close(fd);
-    unlinkat(dir_fd, tmp.c_str(), 0);
-    return Internal(what + " " + name + ": " + ErrnoText(err));
-  };
-  // The umask may have narrowed `mode` at creation; state files must be exactly `mode`.
-  if (fchmod(fd, mode) != 0) return fail("cannot set the mode of");
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = write(fd, content.data() + off, content.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("cannot write");
-    off += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) return fail("cannot fsync");
-  if (close(fd) != 0) {
-    int err = errno;
-    unlinkat(dir_fd, tmp.c_str(), 0);
-    return Internal("cannot close " + name + ": " + ErrnoText(err));
-  }
-  if (renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
-    int err = errno;
-    unlinkat(dir_fd, tmp.c_str(), 0);
-    return Internal("cannot rename the new " + name + " into place: " + ErrnoText(err));
-  }
-  if (fsync(dir_fd) != 0) return Internal("cannot fsync the directory of " + name + ": " + ErrnoText(errno));
-  return Status::Ok();
-}
-
 StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir, size_t max_portals) {
   if (max_portals < 1 || max_portals > kMaxPortalsLimit) {
     return InvalidArgument("max_portals must be 1.." + std::to_string(kMaxPortalsLimit));
@@ -119,7 +63,7 @@ StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::stri
   if (dir.find("/../") != std::string::npos || dir.ends_with("/..")) {
     return InvalidArgument("state_dir \"" + dir + "\" must not contain '..'");
   }
-  CSI_PROXY_RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  CSI_PROXY_RETURN_IF_ERROR(common::MakeDirectories(dir, 0700));
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     return Internal("cannot open state_dir " + dir + ": " + ErrnoText(errno) +
@@ -187,7 +131,7 @@ Status IscsiStateStore::WritePortals(const std::vector<Portal>& portals) {
     return Status{Code::kResourceExhausted, "the registered target portals would not fit in the " +
                                                 std::to_string(kMaxFileBytes) + "-byte state file"};
   }
-  return WriteFileAtomically(dir_fd_, kPortalsFile, text, 0600);
+  return common::WriteFileAtomically(dir_fd_, kPortalsFile, text, 0600);
 }
 
 std::vector<Portal> IscsiStateStore::Portals() const {
@@ -245,7 +189,7 @@ Status IscsiStateStore::SetMutualChapSecret(const std::string& secret) {
     mutual_chap_secret_.reset();
     return Status::Ok();
   }
-  CSI_PROXY_RETURN_IF_ERROR(WriteFileAtomically(dir_fd_, kMutualChapSecretFile, secret, 0600));
+  CSI_PROXY_RETURN_IF_ERROR(common::WriteFileAtomically(dir_fd_, kMutualChapSecretFile, secret, 0600));
   mutual_chap_secret_ = secret;
   return Status::Ok();
 }

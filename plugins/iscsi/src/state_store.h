@@ -67,8 +67,4 @@ class IscsiStateStore {
   std::optional<std::string> mutual_chap_secret_;
 };
 
-// Writes `content` to `name` inside the directory `dir_fd` so that readers see either the old or the new file:
-// a temporary file (O_EXCL, `mode`), write, fsync, rename over `name`, fsync of the directory.
-Status WriteFileAtomically(int dir_fd, const std::string& name, const std::string& content, unsigned mode);
-
 }  // namespace csi_proxy::iscsi

@@ -33,6 +33,7 @@ class VolumePlugin : public sdk::Plugin {
     if (!nosuid_nodev.ok()) return nosuid_nodev.status().WithContext("volume group");
     options.mount_nosuid_nodev = *nosuid_nodev;
     options.scratch_dir = config.state_dir() + "/volume/scratch";
+    options.state_dir = config.state_dir();
 
     auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
     if (!policy.ok()) return policy.status().WithContext("volume group ([host] kubelet_path or working_dirs)");

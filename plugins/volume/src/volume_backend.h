@@ -60,7 +60,10 @@ bool IsSupportedFilesystem(const std::string& fs_type);
 struct VolumeBackendOptions {
   std::string default_fs_type = "ext4";  // what FormatVolume creates; IsSupportedFilesystem
   std::string scratch_dir;               // private temporary mount points
-  bool mount_nosuid_nodev = true;        // MountVolume mounts with nosuid,nodev
+  // [host] state_dir: the disk group's offline records are read from <state_dir>/disk/offline, and the mount
+  // points MountVolume made are recorded in <state_dir>/volume/mounts (for the filesystem group's forced Rmdir).
+  std::string state_dir;
+  bool mount_nosuid_nodev = true;  // MountVolume mounts with nosuid,nodev
 };
 
 // The platform's backend (on Linux defined in volume_backend_linux.cc). `policy` confines target paths.

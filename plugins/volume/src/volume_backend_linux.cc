@@ -123,7 +123,8 @@ LinuxVolumeBackend::LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOpt
     : policy_(std::move(policy)),
       options_(std::move(options)),
       devices_(options_.roots),
-      inventory_(options_.roots, options_.inventory) {}
+      inventory_(options_.roots, options_.inventory),
+      offline_(options_.state_dir, options_.roots) {}
 
 StatusOr<BlockDevice> LinuxVolumeBackend::Device(const ResolvedVolume& resolved) {
   const auto* device = std::any_cast<BlockDevice>(&resolved.device);
@@ -196,6 +197,7 @@ Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   const std::string& fs_type = options_.default_fs_type;
   const std::string what = "volume " + volume.path;
+  CSI_PROXY_RETURN_IF_ERROR(common::RefuseOfflineDisk(offline_, inventory_, volume, "formatting it"));
   if (!volume.is_partition) {
     auto parts = devices_.PartitionsOf(volume);
     if (parts.ok() && !parts->empty()) {
@@ -282,6 +284,7 @@ Status LinuxVolumeBackend::ResizeVolume(const ResolvedVolume& resolved, int64_t 
   // Sizes as the kernel has them now, under the volume's lock (the request resolved the ID before taking it).
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, devices_.DeviceByName(resolved_device.name));
   const std::string what = "volume " + volume.path;
+  CSI_PROXY_RETURN_IF_ERROR(common::RefuseOfflineDisk(offline_, inventory_, volume, "resizing it"));
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (sig.ambivalent || (!sig.fs_type.empty() && !IsFilesystem(sig))) {
     return FailedPrecondition(what + " holds " + common::DescribeSignatures(sig) + "; refusing to resize it");
@@ -493,6 +496,7 @@ StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const ResolvedVolume& resol
 
 Status LinuxVolumeBackend::MountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
+  CSI_PROXY_RETURN_IF_ERROR(common::RefuseOfflineDisk(offline_, inventory_, volume, "mounting it"));
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (!IsFilesystem(sig)) {
     return FailedPrecondition("volume " + volume.path + " is not formatted (it holds " +
@@ -621,6 +625,7 @@ std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy policy, cons
   linux_options.default_fs_type = options.default_fs_type;
   if (!options.scratch_dir.empty()) linux_options.scratch_dir = options.scratch_dir;
   linux_options.mount_nosuid_nodev = options.mount_nosuid_nodev;
+  linux_options.state_dir = options.state_dir;
   return std::make_unique<LinuxVolumeBackend>(std::move(policy), std::move(linux_options));
 }
 

@@ -8,6 +8,7 @@
 
 #include "block_device_scan_linux.h"
 #include "block_inventory_linux.h"
+#include "disk_offline_linux.h"
 #include "path_policy.h"
 #include "unique_fd_linux.h"
 #include "volume_backend.h"
@@ -18,6 +19,9 @@ struct LinuxVolumeOptions {
   std::string default_fs_type = "ext4";                           // what FormatVolume creates (ext4, ext3, ext2 or xfs)
   std::string scratch_dir = "/var/lib/csi-proxy/volume/scratch";  // private temporary mount points
   bool mount_nosuid_nodev = true;  // MountVolume mounts with nosuid,nodev (the group key mount_nosuid_nodev)
+  // [host] state_dir: offline disks are read from its disk/offline records, mount points made are recorded in
+  // volume/mounts. Empty: no disk is offline but SCSI ones, and no mount point is recorded.
+  std::string state_dir;
   common::BlockDeviceRoots roots;
   common::BlockInventoryOptions inventory;
 };
@@ -57,6 +61,7 @@ class LinuxVolumeBackend final : public VolumeBackend {
   LinuxVolumeOptions options_;
   common::BlockDevices devices_;      // sysfs read directly: what changes read (holders, swap)
   common::BlockInventory inventory_;  // volume IDs, disks and their partitions
+  common::OfflineDisks offline_;      // the disk group's offline state, read only
 };
 
 }  // namespace csi_proxy::volume

@@ -12,6 +12,10 @@ namespace {
 std::string VolumeKey(const std::string& canonical_id) { return "volume:" + canonical_id; }
 std::string TargetKey(const common::ConfinedPath& target) { return "target:" + target.path; }
 
+bool IsDecimal(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+}
+
 }  // namespace
 
 StatusOr<ResolvedVolume> VolumeService::Resolve(const std::string& volume_id) {
@@ -65,8 +69,27 @@ Status VolumeService::FormatVolume(const std::string& volume_id) {
   return backend_.FormatVolume(volume);
 }
 
+StatusOr<std::string> VolumeService::VolumeOfDiskNumber(const std::string& disk_id) {
+  CSI_PROXY_ASSIGN_OR_RETURN(uint32_t disk, common::ParseDiskNumber(disk_id));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto volumes, backend_.ListVolumesOnDisk(disk, 0));
+  if (volumes.size() == 1) return volumes.front();
+  std::string listed;
+  for (const auto& id : volumes) listed += (listed.empty() ? "" : ", ") + id;
+  return InvalidArgument("volume id " + common::QuotePath(disk_id) + " is a disk number, and disk " + disk_id +
+                         " has " + std::to_string(volumes.size()) + " volumes" +
+                         (listed.empty() ? "" : " (" + listed + ")") +
+                         "; a disk number names a volume only when the disk has exactly one (pass a volume id from "
+                         "ListVolumesOnDisk)");
+}
+
 Status VolumeService::ResizeVolume(const std::string& volume_id, int64_t size_bytes) {
   if (size_bytes < 0) return InvalidArgument("invalid negative size " + std::to_string(size_bytes));
+  // azuredisk ends every stage with ResizeVolume{volume_id: "<disk number>"} (its own HostProcess path takes the
+  // disk's volume): a decimal disk number names the disk's only volume.
+  if (IsDecimal(volume_id)) {
+    CSI_PROXY_ASSIGN_OR_RETURN(auto id, VolumeOfDiskNumber(volume_id));
+    return ResizeVolume(id, size_bytes);
+  }
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
   auto lock = locks_.Hold(VolumeKey(volume.id));
   return backend_.ResizeVolume(volume, size_bytes);

@@ -23,6 +23,8 @@ class VolumeService {
   Status UnmountVolume(const std::string& volume_id, const std::string& target_path);
   StatusOr<bool> IsVolumeFormatted(const std::string& volume_id);
   Status FormatVolume(const std::string& volume_id);
+  // `volume_id` may also be a decimal disk number (azuredisk sends one): the disk's only volume; INVALID_ARGUMENT
+  // naming the count when the disk has none or several.
   Status ResizeVolume(const std::string& volume_id, int64_t size_bytes);
   StatusOr<VolumeStats> GetVolumeStats(const std::string& volume_id);
   StatusOr<uint32_t> GetDiskNumberFromVolumeId(const std::string& volume_id);
@@ -39,6 +41,8 @@ class VolumeService {
   // Resolves a volume ID once per request; the backend gets the result.
   StatusOr<ResolvedVolume> Resolve(const std::string& volume_id);
   StatusOr<common::ConfinedPath> Target(const std::string& target_path, bool may_be_root);
+  // The one volume of the disk whose decimal number `disk_id` is.
+  StatusOr<std::string> VolumeOfDiskNumber(const std::string& disk_id);
 
   VolumeBackend& backend_;
   common::PathPolicy policy_;

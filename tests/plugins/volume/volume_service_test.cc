@@ -66,7 +66,8 @@ class VolumeServiceTest : public ::testing::Test {
     ASSERT_TRUE(policy.ok()) << policy.status().message();
     service_.reset();
     backend_ = std::make_unique<LinuxVolumeBackend>(
-        *policy, LinuxVolumeOptions{.default_fs_type = fs_type, .scratch_dir = dir_.Sub("scratch")});
+        *policy, LinuxVolumeOptions{
+                     .default_fs_type = fs_type, .scratch_dir = dir_.Sub("scratch"), .state_dir = dir_.Sub("state")});
     service_ = std::make_unique<VolumeService>(*backend_, *policy);
   }
 
@@ -106,7 +107,7 @@ class VolumeServiceTest : public ::testing::Test {
 
   TempDir dir_;
   std::string kubelet_;
-  disk::LinuxDiskBackend disk_backend_;
+  disk::LinuxDiskBackend disk_backend_{disk::LinuxDiskOptions{.state_dir = dir_.Sub("state")}};  // shares state_dir
   disk::DiskService disks_{disk_backend_};
   std::unique_ptr<LinuxVolumeBackend> backend_;
   std::unique_ptr<VolumeService> service_;
@@ -317,6 +318,48 @@ TEST_F(VolumeServiceTest, ResizeToASmallerSizeIsRefusedAndGrowingToTheCurrentSiz
   EXPECT_TRUE(*service_->IsVolumeFormatted(id));
 }
 
+// Issue 22: azuredisk ends every stage with ResizeVolume{volume_id: "<disk number>", size_bytes: 0}.
+TEST_F(VolumeServiceTest, ResizeVolumeTakesTheNumberOfADiskWithOneVolume) {
+  LoopDevice loop(256 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  auto before = service_->GetVolumeStats(id);
+  ASSERT_TRUE(before.ok());
+  loop.Grow(512 * kMiB);
+  ASSERT_TRUE(disks_.Rescan().ok());
+
+  auto status = service_->ResizeVolume(std::to_string(loop.DiskNumber()), 0);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_GE(PartitionSize(id), 512 * kMiB - 2 * kMiB);
+  auto after = service_->GetVolumeStats(id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_GT(after->total_bytes, before->total_bytes);
+  status = service_->ResizeVolume(std::to_string(loop.DiskNumber()), 0);
+  EXPECT_TRUE(status.ok()) << "nothing left to grow: " << status.message();
+}
+
+TEST_F(VolumeServiceTest, ResizeVolumeRefusesTheNumberOfADiskWithoutExactlyOneVolume) {
+  const std::string sfdisk = testing::SystemProgram("sfdisk");
+  if (sfdisk.empty()) GTEST_SKIP() << "needs sfdisk (fdisk) to write two partitions";
+  LoopDevice two(128 * kMiB);
+  common::ProgramOptions input;
+  input.stdin_data = "label: gpt\n,32M\n,\n";
+  ASSERT_TRUE(common::RunProgramChecked({sfdisk, "-q", two.path()}, input).ok());
+  ASSERT_TRUE(disks_.Rescan().ok());
+  auto status = service_->ResizeVolume(std::to_string(two.DiskNumber()), 0);
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("has 2 volumes (" + two.PartitionPath(1) + ", " + two.PartitionPath(2) + ")"),
+            std::string::npos)
+      << status.message();
+
+  LoopDevice raw(64 * kMiB);
+  status = service_->ResizeVolume(std::to_string(raw.DiskNumber()), 0);
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("has 0 volumes"), std::string::npos) << status.message();
+
+  EXPECT_EQ(service_->ResizeVolume("4294967295", 0).code(), Code::kNotFound);
+  EXPECT_EQ(service_->ResizeVolume("-1", 0).code(), Code::kInvalidArgument);
+}
+
 TEST_F(VolumeServiceTest, ResizeBeyondTheDiskIsOutOfRangeAndNegativeIsInvalid) {
   LoopDevice loop(128 * kMiB);
   const std::string id = FormattedVolume(loop);
@@ -432,6 +475,30 @@ TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeAnotherProcessHasOpenForWrit
   EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
   EXPECT_NE(status.message().find("open for writing by process"), std::string::npos) << status.message();
   EXPECT_TRUE(common::ProbeSignatures(id)->Empty());
+}
+
+// Issue 22: the disk group keeps the offline state of disks without a kernel state; the volume group, another
+// library, reads it and does not use such a disk until it is online again.
+TEST_F(VolumeServiceTest, AVolumeOnAnOfflineDiskIsNotFormattedMountedOrResized) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = StageDisk(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
+  ASSERT_TRUE(disks_.SetDiskState(loop.DiskNumber(), false).ok());
+
+  for (auto status : {service_->FormatVolume(id), service_->MountVolume(id, mnt), service_->ResizeVolume(id, 0)}) {
+    EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+    EXPECT_NE(status.message().find("is on disk " + std::to_string(loop.DiskNumber()) + " (" + loop.path() +
+                                    "), which is offline (taken offline with SetDiskState)"),
+              std::string::npos)
+        << status.message();
+  }
+  EXPECT_FALSE(*service_->IsVolumeFormatted(id)) << "nothing was written";
+
+  ASSERT_TRUE(disks_.SetDiskState(loop.DiskNumber(), true).ok());
+  ASSERT_TRUE(service_->FormatVolume(id).ok());
+  auto status = service_->MountVolume(id, mnt);
+  EXPECT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
 }
 
 TEST_F(VolumeServiceTest, FormatVolumeTwiceKeepsTheFirstFilesystem) {
