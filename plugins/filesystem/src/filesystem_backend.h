@@ -4,14 +4,26 @@
 // (filesystem_backend_linux.cc).
 #pragma once
 
+#include <string>
+
+#include "csi_proxy/log.hpp"
 #include "csi_proxy/status.hpp"
 #include "path_policy.h"
 
 namespace csi_proxy::filesystem {
 
+struct FilesystemOptions {
+  // [host] state_dir: where the volume group records the mount points MountVolume made and the SMB group the
+  // users of its mappings (plugins/common/volume_mounts_linux.h, smb_mapping_users_linux.h). Empty: neither is
+  // read, so a forced Rmdir unmounts nothing and releases no mapping.
+  std::string state_dir;
+  sdk::LogSink log;
+};
+
 class FilesystemBackend {
  public:
-  explicit FilesystemBackend(const common::PathPolicy& policy) : policy_(policy) {}
+  FilesystemBackend(const common::PathPolicy& policy, FilesystemOptions options)
+      : policy_(policy), options_(std::move(options)) {}
 
   // Whether something (a dangling symlink included) exists at `path`; a final symlink is not followed.
   StatusOr<bool> PathExists(const common::ConfinedPath& path);
@@ -25,8 +37,10 @@ class FilesystemBackend {
   Status RemoveEntry(const common::ConfinedPath& path);
 
   // Removes `path` and everything below it without following symlinks and without entering another mount.
-  // A missing path is success. Whatever stays because it is (or is under) a mount point is reported as
-  // FAILED_PRECONDITION "not removed: <path> is a mount point"; everything else that can go is removed.
+  // A missing path is success. A mount point that MountVolume made (the path itself, or one below it) is
+  // unmounted first, as Windows removes a volume mount point with its directory (the volume and its data stay);
+  // whatever stays because it is (or is under) another mount point is reported as FAILED_PRECONDITION
+  // "not removed: <path> is a mount point"; everything else that can go is removed.
   Status RemoveTree(const common::ConfinedPath& path);
 
   // Removes everything inside the directory `path` (a final symlink is followed inside the roots), with the
@@ -43,7 +57,11 @@ class FilesystemBackend {
   StatusOr<bool> IsSymlink(const common::ConfinedPath& path);
 
  private:
+  // After a removal at `path`: SMB mappings whose last local_path link was at or below it are unmapped.
+  Status ReleaseSmbMappings(const common::ConfinedPath& path);
+
   const common::PathPolicy& policy_;
+  FilesystemOptions options_;
 };
 
 }  // namespace csi_proxy::filesystem

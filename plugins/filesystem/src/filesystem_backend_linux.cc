@@ -3,18 +3,25 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "confined_open_linux.h"
 #include "errno_linux.h"
 #include "filesystem_backend.h"
+#include "mount_table_linux.h"
+#include "smb_mapping_users_linux.h"
 #include "text.h"
+#include "volume_mounts_linux.h"
 
 namespace csi_proxy::filesystem {
 namespace {
@@ -61,6 +68,56 @@ class Problems {
   std::vector<Status> shown_;
 };
 
+// A removal walk: what it could not remove, and how it treats the mount points it meets.
+struct Walk {
+  Problems problems;
+  const common::VolumeMounts* volume_mounts = nullptr;  // null: every mount point is kept
+  const sdk::LogSink* log = nullptr;
+};
+
+// When `name` in `dirfd` is a mount point that MountVolume made, unmounts it as Windows removes a volume mount
+// point with its directory (the volume and its data stay): flushed, then unmounted (not lazily: a volume with
+// open files stays, and the call fails). True when it was unmounted; false for any other mount point.
+StatusOr<bool> UnmountIfMadeByMountVolume(int dirfd, const std::string& name, const std::string& shown, Walk& walk) {
+  if (walk.volume_mounts == nullptr || !walk.volume_mounts->enabled()) return false;
+  struct statx stx {};
+  if (::statx(dirfd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) != 0 || !(stx.stx_mask & STATX_MNT_ID)) {
+    return false;
+  }
+  CSI_PROXY_ASSIGN_OR_RETURN(auto table, common::ReadMountTable());
+  auto mount = std::find_if(table.begin(), table.end(),
+                            [&](const common::MountEntry& m) { return static_cast<uint64_t>(m.id) == stx.stx_mnt_id; });
+  if (mount == table.end()) return false;
+  CSI_PROXY_ASSIGN_OR_RETURN(bool ours, walk.volume_mounts->MadeByMountVolume(*mount));
+  if (!ours) return false;
+
+  {
+    UniqueFd contents(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (contents.valid()) ::syncfs(contents.get());  // flushed before it goes, as UnmountVolume does
+  }
+  const std::string via = "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
+  // A lookup passing through the mount at this moment pins it for microseconds: only a mount still busy after a
+  // second is busy.
+  int rc = ::umount2(via.c_str(), UMOUNT_NOFOLLOW);
+  for (int attempt = 0; rc != 0 && errno == EBUSY && attempt < 50; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rc = ::umount2(via.c_str(), UMOUNT_NOFOLLOW);
+  }
+  if (rc != 0) {
+    if (errno == EBUSY) {
+      return FailedPrecondition("not removed: " + QuotePath(shown) + " is the mount point of volume " + mount->source +
+                                " (made by MountVolume), which is busy (files open?)");
+    }
+    return ErrnoStatus(errno, "unmounting " + QuotePath(shown));
+  }
+  CSI_PROXY_RETURN_IF_ERROR(walk.volume_mounts->Forget(mount->target));
+  if (walk.log != nullptr && *walk.log) {
+    (*walk.log)(sdk::LogLevel::kInfo, "unmounted volume " + mount->source + " from " + QuotePath(shown) +
+                                          " (a forced Rmdir of a mount point MountVolume made)");
+  }
+  return true;
+}
+
 StatusOr<std::vector<std::string>> ListNames(int dirfd, const std::string& shown) {
   // A fresh open file description, so the listing starts at the beginning whatever dirfd is.
   int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -85,11 +142,12 @@ StatusOr<std::vector<std::string>> ListNames(int dirfd, const std::string& shown
   return names;
 }
 
-void RemoveChildren(int dirfd, const std::string& shown, int depth, Problems& problems);
+void RemoveChildren(int dirfd, const std::string& shown, int depth, Walk& walk);
 
 // Removes `name` in `dirfd` and, for a directory on the same mount, everything below it. `shown` is the
 // entry's full path for messages. Entries that change type while we look are looked at again.
-void RemoveNamed(int dirfd, const std::string& name, const std::string& shown, int depth, Problems& problems) {
+void RemoveNamed(int dirfd, const std::string& name, const std::string& shown, int depth, Walk& walk) {
+  Problems& problems = walk.problems;
   for (int attempt = 0; attempt < 4; ++attempt) {
     struct stat st;
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -107,14 +165,19 @@ void RemoveNamed(int dirfd, const std::string& name, const std::string& shown, i
     // included, so a volume still mounted below is never entered.
     int child = Openat2(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
                         RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-    if (child == -EXDEV) return problems.Add(MountPointKept(shown));
+    if (child == -EXDEV) {
+      auto unmounted = UnmountIfMadeByMountVolume(dirfd, name, shown, walk);
+      if (!unmounted.ok()) return problems.Add(unmounted.status());
+      if (*unmounted) continue;  // a plain directory again: removed on the next pass
+      return problems.Add(MountPointKept(shown));
+    }
     if (child == -ENOENT) return;
     if (child == -ENOTDIR || child == -ELOOP) continue;  // replaced by a file or a symlink meanwhile
     if (child < 0) return problems.Add(ErrnoStatus(-child, "opening " + QuotePath(shown)));
     UniqueFd child_fd(child);
 
     size_t before = problems.count();
-    RemoveChildren(child_fd.get(), shown, depth + 1, problems);
+    RemoveChildren(child_fd.get(), shown, depth + 1, walk);
     if (problems.count() != before) return;  // something below stays, so this directory stays too
     if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return;
     if (errno == ENOTEMPTY) continue;  // something was created meanwhile: another pass
@@ -124,14 +187,15 @@ void RemoveNamed(int dirfd, const std::string& name, const std::string& shown, i
   problems.Add(Internal("removing " + QuotePath(shown) + ": it keeps changing while it is being removed"));
 }
 
-void RemoveChildren(int dirfd, const std::string& shown, int depth, Problems& problems) {
+void RemoveChildren(int dirfd, const std::string& shown, int depth, Walk& walk) {
+  Problems& problems = walk.problems;
   if (depth > kMaxDepth) {
     return problems.Add(FailedPrecondition("not removed: " + QuotePath(shown) + " is nested more than " +
                                            std::to_string(kMaxDepth) + " directories deep"));
   }
   auto names = ListNames(dirfd, shown);
   if (!names.ok()) return problems.Add(names.status());
-  for (const std::string& name : *names) RemoveNamed(dirfd, name, shown + "/" + name, depth, problems);
+  for (const std::string& name : *names) RemoveNamed(dirfd, name, shown + "/" + name, depth, walk);
 }
 
 }  // namespace
@@ -153,16 +217,22 @@ Status FilesystemBackend::MakeDirectories(const ConfinedPath& path) {
   return common::OpenCreatingDirs(policy_, path, "path").status();
 }
 
+Status FilesystemBackend::ReleaseSmbMappings(const ConfinedPath& path) {
+  if (options_.state_dir.empty()) return Status::Ok();
+  common::SmbMappingUsers users(options_.state_dir, policy_, options_.log);
+  return users.ReleaseLinksGoneUnder(path.path).status();
+}
+
 Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, path, "path", Access::kModify));
   if (parent.name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
   int dir = parent.dir.get();
   const char* name = parent.name.c_str();
   // AT_REMOVEDIR does not follow a symlink (ENOTDIR), so a link is unlinked, never its target.
-  if (::unlinkat(dir, name, AT_REMOVEDIR) == 0) return Status::Ok();
+  if (::unlinkat(dir, name, AT_REMOVEDIR) == 0) return ReleaseSmbMappings(path);
   int err = errno;
   if (err == ENOTDIR) {
-    if (::unlinkat(dir, name, 0) == 0) return Status::Ok();
+    if (::unlinkat(dir, name, 0) == 0) return ReleaseSmbMappings(path);
     err = errno;
   }
   switch (err) {
@@ -180,11 +250,13 @@ Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
 
 Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
   auto parent = common::OpenParent(policy_, path, "path", Access::kModify);
-  if (!parent.ok()) return parent.status().code() == Code::kNotFound ? Status::Ok() : parent.status();
+  if (!parent.ok()) return parent.status().code() == Code::kNotFound ? ReleaseSmbMappings(path) : parent.status();
   if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
-  Problems problems;
-  RemoveNamed(parent->dir.get(), parent->name, path.path, 0, problems);
-  return problems.Summary();
+  common::VolumeMounts volume_mounts(options_.state_dir);
+  Walk walk{.volume_mounts = &volume_mounts, .log = &options_.log};
+  RemoveNamed(parent->dir.get(), parent->name, path.path, 0, walk);
+  CSI_PROXY_RETURN_IF_ERROR(ReleaseSmbMappings(path));
+  return walk.problems.Summary();
 }
 
 Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
@@ -192,9 +264,11 @@ Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
   struct stat st;
   if (::fstat(dir.get(), &st) != 0) return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
   if (!S_ISDIR(st.st_mode)) return FailedPrecondition("path " + QuotePath(path.path) + " is not a directory");
-  Problems problems;
-  RemoveChildren(dir.get(), path.path, 0, problems);
-  return problems.Summary();
+  common::VolumeMounts volume_mounts(options_.state_dir);
+  Walk walk{.volume_mounts = &volume_mounts, .log = &options_.log};
+  RemoveChildren(dir.get(), path.path, 0, walk);
+  CSI_PROXY_RETURN_IF_ERROR(ReleaseSmbMappings(path));
+  return walk.problems.Summary();
 }
 
 Status FilesystemBackend::CreateSymlink(const ConfinedPath& source, const ConfinedPath& link) {

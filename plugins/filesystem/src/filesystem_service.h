@@ -15,7 +15,8 @@ namespace csi_proxy::filesystem {
 
 class FilesystemService {
  public:
-  explicit FilesystemService(common::PathPolicy policy) : policy_(std::move(policy)), backend_(policy_) {}
+  explicit FilesystemService(common::PathPolicy policy, FilesystemOptions options = {})
+      : policy_(std::move(policy)), backend_(policy_, std::move(options)) {}
   FilesystemService(const FilesystemService&) = delete;
   FilesystemService& operator=(const FilesystemService&) = delete;
 
@@ -24,7 +25,9 @@ class FilesystemService {
   // Creates `path` and missing parents; an existing directory is success.
   Status Mkdir(std::string_view path);
   // Without force: removes a file, a symlink or an empty directory; a missing path is NOT_FOUND.
-  // With force: removes the whole tree without following symlinks or entering other mounts; missing is success.
+  // With force: removes the whole tree without following symlinks or entering other mounts (a mount point that
+  // MountVolume made is unmounted first, as on Windows); missing is success. An SMB mapping whose last
+  // local_path link went with the path is unmapped.
   Status Rmdir(std::string_view path, bool force);
   // Empties the directory `path` with the rules of a forced Rmdir; the directory stays.
   Status RmdirContents(std::string_view path);

@@ -34,7 +34,8 @@ class FilesystemPlugin : public sdk::Plugin {
     if (policy->roots().empty()) {
       return FailedPrecondition("filesystem group: no allowed roots ([host] kubelet_path and working_dirs are empty)");
     }
-    service_ = std::make_unique<FilesystemService>(std::move(policy).value());
+    service_ = std::make_unique<FilesystemService>(std::move(policy).value(),
+                                                   FilesystemOptions{config.state_dir(), sdk::HostLogSink()});
 
     // In upstream's registration order.
     AddVersionsShapedLikeV1alpha1(host, *service_);

@@ -47,6 +47,7 @@ class SmbPlugin : public sdk::Plugin {
     options.port = static_cast<uint16_t>(*port);
     options.smb_version = *version;
     options.mount_timeout = std::chrono::seconds(*mount_timeout);
+    options.state_dir = config.state_dir();
     options.log = sdk::HostLogSink();
     auto backend = MakeSmbBackend(options, *policy);
     if (!backend.ok()) return backend.status().WithContext("smb group");

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "mount_table_linux.h"
 #include "read_file_linux.h"
 #include "run_program.h"
+#include "smb_mapping_users_linux.h"
 #include "smb_validation.h"
 #include "text.h"
 
@@ -70,7 +72,11 @@ Status MountFailure(const std::string& key, const common::ProgramResult& result)
 class LinuxSmbBackend final : public SmbBackend {
  public:
   LinuxSmbBackend(LinuxSmbOptions options, common::PathPolicy policy, UniqueFd root_fd)
-      : options_(std::move(options)), policy_(std::move(policy)), root_fd_(std::move(root_fd)) {}
+      : options_(std::move(options)), policy_(std::move(policy)), root_fd_(std::move(root_fd)) {
+    if (!options_.state_dir.empty()) {
+      users_ = std::make_unique<common::SmbMappingUsers>(options_.state_dir, policy_, options_.log);
+    }
+  }
 
   StatusOr<MappingStatus> GetMapping(const RemotePath& remote) override {
     CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
@@ -141,22 +147,35 @@ class LinuxSmbBackend final : public SmbBackend {
   }
 
   Status Unmap(const RemotePath& remote) override {
-    std::string mp = MountPoint(remote);
-    // Lazy: the mapping disappears at once even if files are open or the server is gone (upstream removes with
-    // Force). Several stacked mounts are all removed.
-    for (int i = 0; i < 16; ++i) {
-      CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
-      if (mounted.empty()) break;
-      if (mounted != "cifs" && mounted != "smb3") {
-        return Internal(mp + " holds a " + mounted + " mount, not the SMB mapping of " + remote.MappingKey());
-      }
-      if (umount2(mp.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
-        return Internal("unmounting " + mp + ": " + std::strerror(errno));
-      }
-      Log(LogLevel::kInfo, "unmapped " + remote.MappingKey() + " from " + mp);
-    }
+    CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
+    CSI_PROXY_RETURN_IF_ERROR(
+        common::UnmountSmbMount(MountPoint(remote)).WithContext("unmapping " + remote.MappingKey()));
+    if (!mounted.empty()) Log(LogLevel::kInfo, "unmapped " + remote.MappingKey() + " from " + MountPoint(remote));
     RemoveDirs(remote);
     return Status::Ok();
+  }
+
+  StatusOr<std::shared_ptr<void>> LockUsers(const RemotePath& remote) override {
+    if (!users_) return std::shared_ptr<void>();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto lock, users_->Lock(remote.MappingKey()));
+    return std::shared_ptr<void>(std::make_shared<common::RecordLock>(std::move(lock)));
+  }
+
+  Status AddUser(const RemotePath& remote, const ConfinedPath* local) override {
+    if (!users_) return Status::Ok();
+    const common::SmbMapping mapping{remote.MappingKey(), MountPoint(remote)};
+    if (local == nullptr) return users_->Pin(mapping);
+    return users_->AddLink(local->path, LinkText(remote), mapping);
+  }
+
+  Status DropPin(const RemotePath& remote) override {
+    return users_ ? users_->Unpin(remote.MappingKey()) : Status::Ok();
+  }
+
+  StatusOr<MappingUsers> Users(const RemotePath& remote) override {
+    if (!users_) return MappingUsers{};
+    CSI_PROXY_ASSIGN_OR_RETURN(auto use, users_->Users(remote.MappingKey()));
+    return MappingUsers{use.links, use.pinned};
   }
 
   Status CheckLink(const ConfinedPath& local, const RemotePath& remote) override {
@@ -237,7 +256,8 @@ class LinuxSmbBackend final : public SmbBackend {
   LinuxSmbOptions options_;
   common::PathPolicy policy_;
   UniqueFd root_fd_;
-  std::mutex dirs_mu_;  // creating and removing the per-server and per-share directories
+  std::unique_ptr<common::SmbMappingUsers> users_;  // null without a state_dir
+  std::mutex dirs_mu_;                              // creating and removing the per-server and per-share directories
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "csi_proxy/status.hpp"
+#include "format_options.h"
 #include "path_policy.h"
 
 namespace csi_proxy::volume {
@@ -41,7 +42,11 @@ class VolumeBackend {
   virtual Status MountVolume(const ResolvedVolume& volume, const common::ConfinedPath& target) = 0;
   virtual Status UnmountVolume(const ResolvedVolume& volume, const common::ConfinedPath& target) = 0;
   virtual StatusOr<bool> IsVolumeFormatted(const ResolvedVolume& volume) = 0;
-  virtual Status FormatVolume(const ResolvedVolume& volume) = 0;
+  // Creates `options.fs_type` (DefaultFilesystem() when empty) with `options.mkfs_options`, which the service
+  // has checked (format_options.h). A volume that already holds that filesystem is left alone.
+  virtual Status FormatVolume(const ResolvedVolume& volume, const FormatOptions& options) = 0;
+  // The filesystem FormatVolume creates when a request names none (the group's default_fs_type).
+  virtual std::string DefaultFilesystem() const = 0;
   // Grows the partition to `size_bytes` (0: as far as the disk allows) and the filesystem to the partition.
   virtual Status ResizeVolume(const ResolvedVolume& volume, int64_t size_bytes) = 0;
   virtual StatusOr<VolumeStats> GetVolumeStats(const ResolvedVolume& volume) = 0;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -115,6 +116,15 @@ std::optional<uint64_t> FilesystemBytes(const std::string& device, const std::st
   return std::nullopt;
 }
 
+// The real path of an open directory, as the mount table shows a mount on it.
+StatusOr<std::string> RealPathOf(int dir_fd) {
+  char buf[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(dir_fd);
+  ssize_t n = readlink(link.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return Internal(ErrnoMessage("readlink " + link, errno));
+  return std::string(buf, static_cast<size_t>(n));
+}
+
 }  // namespace
 
 bool IsSupportedFilesystem(const std::string& fs_type) { return IsExt(fs_type) || fs_type == "xfs"; }
@@ -124,7 +134,8 @@ LinuxVolumeBackend::LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOpt
       options_(std::move(options)),
       devices_(options_.roots),
       inventory_(options_.roots, options_.inventory),
-      offline_(options_.state_dir, options_.roots) {}
+      offline_(options_.state_dir, options_.roots),
+      mounts_(options_.state_dir) {}
 
 StatusOr<BlockDevice> LinuxVolumeBackend::Device(const ResolvedVolume& resolved) {
   const auto* device = std::any_cast<BlockDevice>(&resolved.device);
@@ -193,9 +204,9 @@ StatusOr<bool> LinuxVolumeBackend::IsVolumeFormatted(const ResolvedVolume& resol
   return IsFilesystem(sig);
 }
 
-Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved) {
+Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved, const FormatOptions& format) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
-  const std::string& fs_type = options_.default_fs_type;
+  const std::string fs_type = format.fs_type.empty() ? options_.default_fs_type : format.fs_type;
   const std::string what = "volume " + volume.path;
   CSI_PROXY_RETURN_IF_ERROR(common::RefuseOfflineDisk(offline_, inventory_, volume, "formatting it"));
   if (!volume.is_partition) {
@@ -224,13 +235,29 @@ Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved) {
   std::vector<std::string> argv;
   if (IsExt(fs_type)) {
     // -F: a whole-disk volume would otherwise make mke2fs ask for confirmation; nodiscard: quick, like
-    // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively.
-    argv = {mkfs, "-F", "-q", "-E", "nodiscard", volume.path};
+    // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively. mke2fs keeps
+    // only its last -E, so a request's extended options are joined to ours.
+    std::string extended = "nodiscard";
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < format.mkfs_options.size(); ++i) {
+      if (format.mkfs_options[i] == "-E" && i + 1 < format.mkfs_options.size()) {
+        const std::string& asked = format.mkfs_options[++i];
+        const bool says_discard = ("," + asked + ",").find(",discard,") != std::string::npos ||
+                                  ("," + asked + ",").find(",nodiscard,") != std::string::npos;
+        extended = says_discard ? asked : extended + "," + asked;
+      } else {
+        rest.push_back(format.mkfs_options[i]);
+      }
+    }
+    argv = {mkfs, "-F", "-q", "-E", extended};
+    argv.insert(argv.end(), rest.begin(), rest.end());
   } else if (fs_type == "xfs") {
-    argv = {mkfs, "-q", "-K", volume.path};  // no -f: mkfs.xfs refuses to overwrite anything it recognises
+    argv = {mkfs, "-q", "-K"};  // no -f: mkfs.xfs refuses to overwrite anything it recognises
+    argv.insert(argv.end(), format.mkfs_options.begin(), format.mkfs_options.end());
   } else {
     return FailedPrecondition("formatting as " + fs_type + " is not supported");
   }
+  argv.push_back(volume.path);
   common::ProgramOptions run;
   run.timeout = kMkfsTimeout;
   return common::RunProgramChecked(argv, run).WithContext("formatting " + what + " as " + fs_type);
@@ -508,14 +535,22 @@ Status LinuxVolumeBackend::MountVolume(const ResolvedVolume& resolved, const com
   if (!S_ISDIR(st.st_mode)) return FailedPrecondition("target_path " + QuotePath(target.path) + " is not a directory");
   CSI_PROXY_ASSIGN_OR_RETURN(auto where, FindMountOf(dir.get()));
   if (where.is_mount_root) {
-    if (common::IsMountOf(where.entry, volume) && where.entry.root == "/") return Status::Ok();  // already there
+    if (common::IsMountOf(where.entry, volume) && where.entry.root == "/") {
+      return mounts_.Record(where.entry.target, volume);  // already there (recorded again, in case it was not)
+    }
     return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where.entry.source + " (" +
                               where.entry.fs_type + ") mounted on it");
   }
   CSI_PROXY_RETURN_IF_ERROR(RefuseHostOwnedVolume(volume));
   CSI_PROXY_ASSIGN_OR_RETURN(
       auto mount, DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false, options_.mount_nosuid_nodev}));
-  return mount.AttachAt(dir.get(), QuotePath(target.path));
+  // Recorded before it exists, so that no mount of ours is ever without its record (a crash in between leaves a
+  // record without a mount, which counts for nothing); the filesystem group's forced Rmdir unmounts it then.
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mount_point, RealPathOf(dir.get()));
+  CSI_PROXY_RETURN_IF_ERROR(mounts_.Record(mount_point, volume).WithContext("recording the mount point"));
+  Status attached = mount.AttachAt(dir.get(), QuotePath(target.path));
+  if (!attached.ok()) (void)mounts_.Forget(mount_point);
+  return attached;
 }
 
 Status LinuxVolumeBackend::RefuseHostOwnedVolume(const BlockDevice& volume) const {
@@ -577,7 +612,7 @@ Status LinuxVolumeBackend::UnmountVolume(const ResolvedVolume& resolved, const c
     if (err == EBUSY) return FailedPrecondition("target_path " + QuotePath(target.path) + " is busy (files open?)");
     return Internal(ErrnoMessage("unmounting " + QuotePath(target.path), err));
   }
-  return Status::Ok();
+  return mounts_.Forget(where.entry.target);
 }
 
 StatusOr<std::string> LinuxVolumeBackend::GetVolumeIdFromTargetPath(const common::ConfinedPath& target) {

@@ -12,6 +12,7 @@
 #include "path_policy.h"
 #include "unique_fd_linux.h"
 #include "volume_backend.h"
+#include "volume_mounts_linux.h"
 
 namespace csi_proxy::volume {
 
@@ -35,7 +36,8 @@ class LinuxVolumeBackend final : public VolumeBackend {
   Status MountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) override;
   Status UnmountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) override;
   StatusOr<bool> IsVolumeFormatted(const ResolvedVolume& resolved) override;
-  Status FormatVolume(const ResolvedVolume& resolved) override;
+  Status FormatVolume(const ResolvedVolume& resolved, const FormatOptions& options) override;
+  std::string DefaultFilesystem() const override { return options_.default_fs_type; }
   Status ResizeVolume(const ResolvedVolume& resolved, int64_t size_bytes) override;
   StatusOr<VolumeStats> GetVolumeStats(const ResolvedVolume& resolved) override;
   StatusOr<uint32_t> GetDiskNumber(const ResolvedVolume& resolved) override;
@@ -62,6 +64,7 @@ class LinuxVolumeBackend final : public VolumeBackend {
   common::BlockDevices devices_;      // sysfs read directly: what changes read (holders, swap)
   common::BlockInventory inventory_;  // volume IDs, disks and their partitions
   common::OfflineDisks offline_;      // the disk group's offline state, read only
+  common::VolumeMounts mounts_;       // the mount points MountVolume made (for the filesystem group's Rmdir)
 };
 
 }  // namespace csi_proxy::volume

@@ -63,10 +63,16 @@ StatusOr<bool> VolumeService::IsVolumeFormatted(const std::string& volume_id) {
   return backend_.IsVolumeFormatted(volume);
 }
 
-Status VolumeService::FormatVolume(const std::string& volume_id) {
+Status VolumeService::FormatVolume(const std::string& volume_id, const FormatOptions& options) {
+  if (!options.fs_type.empty() && !IsSupportedFilesystem(options.fs_type)) {
+    return InvalidArgument("fs_type " + common::QuoteValue(options.fs_type) +
+                           " is not a filesystem FormatVolume creates (ext4, ext3, ext2 or xfs)");
+  }
+  const std::string fs_type = options.fs_type.empty() ? backend_.DefaultFilesystem() : options.fs_type;
+  CSI_PROXY_RETURN_IF_ERROR(CheckMkfsOptions(fs_type, options.mkfs_options));
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
   auto lock = locks_.Hold(VolumeKey(volume.id));
-  return backend_.FormatVolume(volume);
+  return backend_.FormatVolume(volume, options);
 }
 
 StatusOr<std::string> VolumeService::VolumeOfDiskNumber(const std::string& disk_id) {

@@ -22,7 +22,9 @@ class VolumeService {
   Status MountVolume(const std::string& volume_id, const std::string& target_path);
   Status UnmountVolume(const std::string& volume_id, const std::string& target_path);
   StatusOr<bool> IsVolumeFormatted(const std::string& volume_id);
-  Status FormatVolume(const std::string& volume_id);
+  // `options` (csi-proxy's own fields, format_options.h): a filesystem IsSupportedFilesystem allows and mkfs
+  // options from the allow-list; INVALID_ARGUMENT naming what is refused.
+  Status FormatVolume(const std::string& volume_id, const FormatOptions& options = {});
   // `volume_id` may also be a decimal disk number (azuredisk sends one): the disk's only volume; INVALID_ARGUMENT
   // naming the count when the disk has none or several.
   Status ResizeVolume(const std::string& volume_id, int64_t size_bytes);

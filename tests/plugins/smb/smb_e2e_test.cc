@@ -180,6 +180,9 @@ TEST_F(SmbEndToEnd, MapWriteReadUnmapAgainstARealSambaShare) {
   auto listing = server->Smbclient("ls hello.txt", server->username(), server->password());
   EXPECT_EQ(listing.exit_code, 0) << listing.output;
   ASSERT_TRUE(Remove(remote).ok());
+  EXPECT_FALSE(ListTree(mount_root()).empty()) << "the pod's link still uses the mapping: it stays";
+  fs::remove(local);
+  ASSERT_TRUE(Remove(remote).ok());
   EXPECT_TRUE(ListTree(mount_root()).empty());
   EXPECT_EQ(host_->log().find(server->password()), std::string::npos);
 }

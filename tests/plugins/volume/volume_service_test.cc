@@ -501,6 +501,53 @@ TEST_F(VolumeServiceTest, AVolumeOnAnOfflineDiskIsNotFormattedMountedOrResized) 
   EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
 }
 
+// Issue 22: FormatVolume's own fields (v1 and v2alpha1) choose the filesystem and pass mkfs options.
+uint64_t Ext4BlockSize(const std::string& device) {
+  std::ifstream in(device, std::ios::binary);
+  in.seekg(1024 + 0x18);  // the superblock's s_log_block_size
+  unsigned char log[4] = {};
+  in.read(reinterpret_cast<char*>(log), 4);
+  return uint64_t{1024} << log[0];
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeGivesExt4TheRequestedOptions) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto status = service_->FormatVolume(id, FormatOptions{"ext4", {"-b", "1024", "-L", "pvc-1", "-E", "stride=4"}});
+  ASSERT_TRUE(status.ok()) << status.message();
+  auto sig = common::ProbeSignatures(id);
+  ASSERT_TRUE(sig.ok());
+  EXPECT_EQ(sig->fs_type, "ext4");
+  EXPECT_EQ(sig->label, "pvc-1");
+  EXPECT_EQ(Ext4BlockSize(id), 1024u);
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeCreatesTheRequestedFilesystemInsteadOfTheDefault) {
+  if (testing::SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs xfsprogs";
+  LoopDevice loop(512 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto status = service_->FormatVolume(id, FormatOptions{"xfs", {"-L", "data", "-m", "crc=1"}});
+  ASSERT_TRUE(status.ok()) << status.message();
+  auto sig = common::ProbeSignatures(id);
+  ASSERT_TRUE(sig.ok());
+  EXPECT_EQ(sig->fs_type, "xfs") << "the group's default is ext4";
+  EXPECT_EQ(sig->label, "data");
+  EXPECT_TRUE(service_->FormatVolume(id, FormatOptions{"xfs", {}}).ok()) << "already xfs: a retry succeeds";
+  EXPECT_EQ(service_->FormatVolume(id).code(), Code::kFailedPrecondition) << "the default, ext4, would overwrite it";
+}
+
+TEST_F(VolumeServiceTest, RefusedFormatOptionsSayWhichAndTouchNothing) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto status = service_->FormatVolume(id, FormatOptions{"", {"-d", "/etc"}});
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("mkfs option \"-d\" is not allowed for ext4"), std::string::npos) << status.message();
+  status = service_->FormatVolume(id, FormatOptions{"ntfs", {}});
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("\"ntfs\""), std::string::npos) << status.message();
+  EXPECT_FALSE(*service_->IsVolumeFormatted(id));
+}
+
 TEST_F(VolumeServiceTest, FormatVolumeTwiceKeepsTheFirstFilesystem) {
   LoopDevice loop(128 * kMiB);
   const std::string id = FormattedVolume(loop);
