@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "admin_server.h"
-#include "config.h"
-#include "group_set.h"
-#include "host_runtime.h"
-#include "log_setup.h"
-#include "page_trim.h"
-#include "plugin_loader.h"
-#include "trusted_files.h"
+#include "abi/plugin_loader.h"
+#include "config/config.h"
+#include "config/trusted_files.h"
+#include "observe/log_setup.h"
+#include "runtime/admin_server.h"
+#include "runtime/group_set.h"
+#include "runtime/host_runtime.h"
+#include "runtime/page_trim.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The configuration is the admin's interface: every mistake must be named with its key and line.
-#include "config.h"
-#include "group_runtime.h"
+#include "config/config.h"
+#include "serving/group_runtime.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,499 @@
+// See host_runtime.h.
+#include "runtime/host_runtime.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "config/system_accounts.h"
+#include "config/trusted_files.h"
+#include "observe/metrics.h"
+#include "serving/unix_socket.h"
+
+namespace csi_proxy::host {
+namespace {
+
+template <typename Fn>
+void InParallel(size_t n, Fn fn) {
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) threads.emplace_back([&fn, i] { fn(i); });
+  for (auto& t : threads) t.join();
+}
+
+// The configured limits, within what the open-file limit allows (some descriptors stay for the groups' own work).
+ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
+  ConnectionLimits limits;
+  limits.max_total = static_cast<size_t>(config.max_connections);
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    constexpr rlim_t kHeadroom = 128;
+    limits.max_total = std::min<size_t>(
+        limits.max_total, nofile.rlim_cur > 2 * kHeadroom ? nofile.rlim_cur - kHeadroom : nofile.rlim_cur / 2);
+  }
+  limits.max_per_uid = config.max_connections_per_uid > 0 ? static_cast<size_t>(config.max_connections_per_uid)
+                                                          : std::max<size_t>(1, limits.max_total / 4);
+  limits.max_per_uid = std::min(limits.max_per_uid, limits.max_total);
+  limits.max_per_endpoint = config.max_connections_per_endpoint > 0
+                                ? static_cast<size_t>(config.max_connections_per_endpoint)
+                                : std::max<size_t>(1, limits.max_total / 2);
+  limits.max_per_endpoint = std::min(limits.max_per_endpoint, limits.max_total);
+  limits.handshake_timeout = config.handshake_timeout;
+  return limits;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+}  // namespace
+
+std::string ReloadReport::Summary() const {
+  if (!config_ok) return "reload refused, nothing changed: " + Join(refused);
+  std::string s = "reload finished in " + std::to_string(took.count()) + " ms: ";
+  s += applied.empty() ? "nothing to change" : "applied " + Join(applied);
+  if (!refused.empty()) s += "; refused " + Join(refused);
+  if (!notes.empty()) s += "; " + Join(notes);
+  return s;
+}
+
+Status CheckEndpointDirectory(const HostConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.endpoint_dir, "endpoint_dir"));
+  std::error_code ec;
+  if (std::filesystem::is_directory(config.endpoint_dir, ec)) return Status::Ok();
+  std::filesystem::path parent = std::filesystem::path(config.endpoint_dir).parent_path();
+  if (!std::filesystem::is_directory(parent, ec)) {
+    return FailedPrecondition("endpoint_dir " + config.endpoint_dir + " cannot be created: " + parent.string() +
+                              " does not exist");
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> PathWarnings(const HostConfig& config) {
+  std::vector<std::string> out;
+  std::vector<std::string> roots = config.working_dirs;
+  roots.insert(roots.begin(), config.kubelet_path);
+  for (const auto& dir : roots) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      out.push_back((dir == config.kubelet_path ? "kubelet_path " : "working dir ") + dir + " does not exist (yet)");
+    }
+  }
+  return out;
+}
+
+Status ClaimHost(const HostConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(CheckEndpointDirectory(config));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(config.endpoint_dir, ec)) {
+    if (entry.path().filename().string().rfind("csi-proxy-", 0) == 0) {
+      CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(entry.path().string()));
+    }
+  }
+  CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(config.admin_socket));
+  return LockDirectory(config.state_dir);
+}
+
+HostRuntime::~HostRuntime() { Shutdown(); }
+
+EndpointRegistry HostRuntime::RegistryOf(const Runtimes& runtimes, const std::string& skip) {
+  EndpointRegistry registry;
+  for (const auto& [name, runtime] : runtimes) {
+    if (name == skip) continue;
+    registry.Commit(runtime->plugin().group(), runtime->plugin().library(), runtime->plugin().services());
+  }
+  return registry;
+}
+
+std::shared_ptr<const EndpointBinding> HostRuntime::BindingOf(const Endpoint& endpoint,
+                                                              const std::shared_ptr<GroupRuntime>& runtime) const {
+  auto observers = call_observers_;
+  if (metrics_) observers.push_back(metrics_->ObserverFor(endpoint));
+  auto authorization = authorization_.find(runtime->name());
+  return std::make_shared<EndpointBinding>(
+      EndpointBinding{&endpoint, runtime, runtime->max_request_bytes(), std::move(observers),
+                      authorization != authorization_.end() ? authorization->second : nullptr});
+}
+
+std::map<std::string, std::shared_ptr<const Authorization>> HostRuntime::AuthorizationOf(const HostConfig& config) {
+  std::map<std::string, std::shared_ptr<const Authorization>> out;
+  for (const auto& g : config.groups) {
+    if (g.enabled) out[g.name] = Authorization::Of(g.name, MergeAccessLists(config.access, g.access));
+  }
+  return out;
+}
+
+void HostRuntime::SetHealth(const GroupRuntime& runtime, bool serving) {
+  for (auto& [name, server] : endpoints_) {
+    if (server->binding()->dispatcher.get() == &runtime) server->SetServing(serving);
+  }
+}
+
+void HostRuntime::EndReload() {
+  for (auto& [name, runtime] : groups_) {
+    if (runtime->state() != GroupRuntime::State::kReloading) continue;
+    runtime->set_state(GroupRuntime::State::kServing);
+  }
+  for (auto& [name, runtime] : groups_) SetHealth(*runtime, runtime->state() == GroupRuntime::State::kServing);
+}
+
+Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
+  // New sockets first: if one cannot be created, nothing has changed yet.
+  std::vector<std::string> created;
+  Status failed;
+  for (const auto& [name, endpoint] : runtime->endpoints()) {
+    if (endpoints_.count(name)) continue;
+    auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
+    // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
+    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()),
+                           config_.idle_timeout);
+    if (!failed.ok()) break;
+    endpoints_[name] = std::move(server);
+    created.push_back(name);
+  }
+  if (!failed.ok()) {
+    for (const auto& name : created) endpoints_.erase(name);
+    return failed;
+  }
+  for (const auto& [name, endpoint] : runtime->endpoints()) {
+    EndpointServer* server = endpoints_.at(name).get();
+    if (std::find(created.begin(), created.end(), name) != created.end()) {
+      accept_loop_.Add(server->fd(), [server](int conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
+    } else {
+      server->Rebind(BindingOf(endpoint, runtime));
+    }
+  }
+  return Status::Ok();
+}
+
+void HostRuntime::Unserve(const GroupRuntime& runtime, const std::map<std::string, Endpoint>& keep,
+                          std::chrono::system_clock::time_point deadline) {
+  std::vector<std::unique_ptr<EndpointServer>> going;
+  for (auto it = endpoints_.begin(); it != endpoints_.end();) {
+    if (it->second->binding()->dispatcher.get() != &runtime || keep.count(it->first)) {
+      ++it;
+      continue;
+    }
+    accept_loop_.Remove(it->second->fd());
+    it->second->CloseSocket();
+    going.push_back(std::move(it->second));
+    it = endpoints_.erase(it);
+  }
+  InParallel(going.size(), [&](size_t i) { going[i]->Stop(deadline); });
+}
+
+std::vector<std::string> HostRuntime::StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
+                                              std::chrono::steady_clock::time_point deadline) {
+  // One after the other: the deadline is absolute, so the whole stays bounded by it.
+  std::vector<std::string> lines;
+  for (const auto& runtime : runtimes) {
+    std::string what = runtime->name() + " (" + runtime->plugin().library() + ")";
+    std::vector<std::string> running = runtime->Stop(deadline);
+    if (running.empty()) continue;
+    std::string line = "group " + what + " still runs " + Join(running) + " past the timeout; its library stays loaded";
+    spdlog::warn("{}", line);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+Status HostRuntime::Start(const HostConfig& config) {
+  std::lock_guard lock(mu_);
+  config_ = config;
+  auto gid = ResolveGroup(config.socket_group);
+  if (!gid.ok()) return gid.status().WithContext("socket_group");
+  socket_gid_ = *gid;
+  CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
+  call_observers_.push_back(audit_);
+  if (!config.metrics_address.empty()) {
+    auto metrics = Metrics::Start(config.metrics_address);
+    if (!metrics.ok()) return metrics.status();
+    metrics_ = std::move(*metrics);
+    spdlog::info("metrics on http://{}/metrics", config.metrics_address);
+  }
+  for (const auto& group : config.groups) {
+    if (!group.enabled) {
+      spdlog::info("group '{}' is disabled in the configuration", group.name);
+      continue;
+    }
+    auto runtime = GroupRuntime::Load(group, config, RegistryOf(groups_, ""));
+    if (!runtime.ok()) {
+      bool fatal = RefusalStopsTheHost(group, runtime.status());
+      spdlog::error(
+          "{}{}", runtime.status().message(),
+          fatal ? (group.required ? " (required: refusing to start)" : " (a configuration error: refusing to start)")
+                : " (skipped)");
+      if (fatal) {
+        return Status(runtime.status().code(), std::string(group.required ? "required " : "") + "group '" + group.name +
+                                                   "' failed to load: " + runtime.status().message());
+      }
+      continue;
+    }
+    const LoadedPlugin& p = (*runtime)->plugin();
+    spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {})", p.config_name(), p.library(),
+                 p.plugin_version(), p.abi_version());
+    for (const auto& v : p.skipped_versions()) {
+      spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
+    }
+    if (metrics_) metrics_->Track(*runtime);
+    groups_[group.name] = std::move(*runtime);
+  }
+  if (groups_.empty()) return FailedPrecondition("nothing to serve: no enabled group could be loaded");
+  for (const auto& warning : PathWarnings(config)) spdlog::warn("{}", warning);
+  if (mkdir(config.endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
+  }
+  authorization_ = AuthorizationOf(config);
+  for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
+  CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));
+  started_ = true;
+  return Status::Ok();
+}
+
+ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
+  auto started = std::chrono::steady_clock::now();
+  ReloadReport report;
+  if (!loaded.ok()) {
+    report.config_ok = false;
+    report.refused.push_back(loaded.status().message());
+    spdlog::error("{}", report.Summary());
+    std::lock_guard lock(mu_);
+    if (metrics_) metrics_->CountReload("refused");
+    return report;
+  }
+  std::lock_guard lock(mu_);
+  if (!started_ || stopped_) {
+    report.refused.push_back(stopped_ ? "the host is stopping" : "the host is still starting");
+    if (metrics_) metrics_->CountReload("refused");
+    return report;
+  }
+  // Sockets are never re-created by a reload: their place and permissions stay as the host started with them.
+  HostConfig next = *loaded;
+  if (next.endpoint_dir != config_.endpoint_dir || next.socket_mode != config_.socket_mode ||
+      next.socket_group != config_.socket_group) {
+    report.notes.push_back("endpoint_dir, socket_mode and socket_group take effect at the next start");
+    next.endpoint_dir = config_.endpoint_dir;
+    next.socket_mode = config_.socket_mode;
+    next.socket_group = config_.socket_group;
+  }
+  // The accept loop's limits are set once; endpoints created by a reload keep the idle timeout of the others.
+  if (next.max_connections != config_.max_connections ||
+      next.max_connections_per_uid != config_.max_connections_per_uid ||
+      next.max_connections_per_endpoint != config_.max_connections_per_endpoint ||
+      next.handshake_timeout != config_.handshake_timeout || next.idle_timeout != config_.idle_timeout) {
+    report.notes.push_back("the connection limits and timeouts take effect at the next start");
+    next.max_connections = config_.max_connections;
+    next.max_connections_per_uid = config_.max_connections_per_uid;
+    next.max_connections_per_endpoint = config_.max_connections_per_endpoint;
+    next.handshake_timeout = config_.handshake_timeout;
+    next.idle_timeout = config_.idle_timeout;
+  }
+  if (next.log_level != config_.log_level) {
+    spdlog::set_level(spdlog::level::from_str(next.log_level));
+    report.applied.push_back("log_level " + next.log_level);
+  }
+  // Reopened at every reload, so that logrotate can move the file and send SIGHUP.
+  if (Status s = audit_->Open(next.audit_log, next.log_format == "json"); !s.ok()) {
+    report.refused.push_back(s.message() + " (the audit log stays as it was)");
+    next.audit_log = config_.audit_log;
+  } else if (next.audit_log != config_.audit_log) {
+    report.applied.push_back("audit_log " + (next.audit_log.empty() ? std::string("off") : next.audit_log));
+  }
+  if (next.log_format != config_.log_format) {
+    report.notes.push_back("log_format takes effect for the host log at the next start (the audit log follows it now)");
+  }
+  if (next.shutdown_timeout != config_.shutdown_timeout) {
+    report.applied.push_back("shutdown_timeout_seconds " + std::to_string(next.shutdown_timeout.count() / 1000));
+  }
+
+  // What changes, group by group.
+  std::map<std::string, const GroupConfig*> wanted;
+  for (const auto& g : next.groups) {
+    if (g.enabled) wanted[g.name] = &g;
+  }
+  std::vector<std::shared_ptr<GroupRuntime>> removed;
+  std::vector<const GroupConfig*> to_load;
+  for (const auto& [name, runtime] : groups_) {
+    auto it = wanted.find(name);
+    if (it == wanted.end()) {
+      removed.push_back(runtime);
+    } else if (GroupRuntime::Fingerprint(*it->second, next) != runtime->fingerprint()) {
+      to_load.push_back(it->second);
+    } else {
+      runtime->set_required(it->second->required);
+    }
+  }
+  for (const auto& [name, g] : wanted) {
+    if (!groups_.count(name)) to_load.push_back(g);
+  }
+  if (next.metrics_address != config_.metrics_address) {
+    report.notes.push_back("metrics_address takes effect at the next start");
+    next.metrics_address = config_.metrics_address;
+  }
+  // A group being reloaded does not serve (health) until its old instance has drained.
+  for (const GroupConfig* g : to_load) {
+    if (auto old = groups_.find(g->name); old != groups_.end()) {
+      old->second->set_state(GroupRuntime::State::kReloading);
+      SetHealth(*old->second, false);
+    }
+  }
+
+  // Load the new instances beside the old ones; a failure leaves that group as it was.
+  Runtimes after = groups_;
+  for (const auto& runtime : removed) after.erase(runtime->name());
+  std::map<std::string, std::shared_ptr<GroupRuntime>> loaded_now;
+  for (const GroupConfig* g : to_load) {
+    auto runtime = GroupRuntime::Load(*g, next, RegistryOf(after, g->name));
+    if (!runtime.ok() && runtime.status().code() == Code::kInvalidArgument) {
+      // A mistake in a group's keys is a mistake in the file: nothing of this reload is applied.
+      std::vector<std::shared_ptr<GroupRuntime>> discarded;
+      for (auto& [name, r] : loaded_now) discarded.push_back(r);
+      StopAll(discarded, std::chrono::steady_clock::now());
+      report.config_ok = false;
+      report.applied.clear();
+      report.refused = {runtime.status().message()};
+      spdlog::error("{}", report.Summary());
+      EndReload();
+      if (metrics_) metrics_->CountReload("refused");
+      return report;
+    }
+    if (!runtime.ok()) {
+      report.refused.push_back(runtime.status().message() +
+                               (groups_.count(g->name) ? " (the loaded instance keeps serving)" : ""));
+      continue;
+    }
+    if (metrics_) metrics_->Track(*runtime);
+    after[g->name] = *runtime;
+    loaded_now[g->name] = *runtime;
+  }
+
+  // Apply: stop serving removed groups, serve new instances (with the new authorization), then drain what they
+  // replace.
+  auto authorization_before = authorization_;
+  authorization_ = AuthorizationOf(next);
+  auto grace = next.shutdown_timeout;
+  auto system_deadline = std::chrono::system_clock::now() + grace;
+  auto steady_deadline = std::chrono::steady_clock::now() + grace;
+  std::vector<std::shared_ptr<GroupRuntime>> draining;
+  for (const auto& runtime : removed) {
+    runtime->set_state(GroupRuntime::State::kDraining);
+    SetHealth(*runtime, false);
+    Unserve(*runtime, {}, system_deadline);
+    groups_.erase(runtime->name());
+    draining.push_back(runtime);
+    report.applied.push_back("group '" + runtime->name() + "' disabled");
+  }
+  for (const auto& [name, runtime] : loaded_now) {
+    Status served = Serve(runtime);
+    auto old = groups_.find(name);
+    if (!served.ok()) {
+      draining.push_back(runtime);
+      report.refused.push_back("group '" + name + "': " + served.message());
+      continue;
+    }
+    if (old == groups_.end()) {
+      report.applied.push_back("group '" + name + "' enabled (" + runtime->plugin().library() + ")");
+    } else {
+      Unserve(*old->second, runtime->endpoints(), system_deadline);
+      draining.push_back(old->second);
+      report.applied.push_back("group '" + name + "' reloaded (" + runtime->plugin().library() + ", plugin version " +
+                               runtime->plugin().plugin_version() + ")");
+    }
+    groups_[name] = runtime;
+  }
+  // The authorization lists are the host's: an instance that stays takes new ones without reloading its library.
+  for (const auto& [name, runtime] : groups_) {
+    auto fresh = loaded_now.find(name);
+    if (fresh != loaded_now.end() && fresh->second == runtime) continue;
+    if (SameAuthorization(authorization_before[name], authorization_[name])) continue;
+    Status rebound = Serve(runtime);
+    if (rebound.ok()) {
+      report.applied.push_back("group '" + name + "' authorization lists (the library was not reloaded)");
+    } else {
+      report.refused.push_back("group '" + name + "' authorization lists: " + rebound.message());
+    }
+  }
+  auto leftovers = StopAll(draining, steady_deadline);
+  report.notes.insert(report.notes.end(), leftovers.begin(), leftovers.end());
+  EndReload();
+  if (metrics_) {
+    for (const auto& runtime : draining) metrics_->Retire(*runtime);
+    metrics_->CountReload(report.refused.empty() ? "ok" : "partial");
+  }
+  config_ = next;
+  report.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  (report.refused.empty() ? spdlog::info("{}", report.Summary()) : spdlog::warn("{}", report.Summary()));
+  return report;
+}
+
+std::vector<std::string> HostRuntime::Shutdown() {
+  std::lock_guard lock(mu_);
+  if (stopped_) return {};
+  stopped_ = true;
+  accept_loop_.Stop();
+  for (auto& [name, server] : endpoints_) {
+    server->SetServing(false);
+    server->CloseSocket();
+  }
+  auto system_deadline = std::chrono::system_clock::now() + config_.shutdown_timeout;
+  auto steady_deadline = std::chrono::steady_clock::now() + config_.shutdown_timeout;
+  std::vector<EndpointServer*> servers;
+  for (auto& [name, server] : endpoints_) servers.push_back(server.get());
+  InParallel(servers.size(), [&](size_t i) { servers[i]->Stop(system_deadline); });
+  endpoints_.clear();
+  std::vector<std::shared_ptr<GroupRuntime>> all;
+  // Shut the libraries down in the reverse of the order they were loaded in (by name).
+  for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) all.push_back(it->second);
+  groups_.clear();
+  return StopAll(all, steady_deadline);
+}
+
+std::vector<GroupState> HostRuntime::Describe() const {
+  std::lock_guard lock(mu_);
+  std::vector<GroupState> out;
+  for (const auto& [name, runtime] : groups_) {
+    const LoadedPlugin& p = runtime->plugin();
+    GroupState g{name, p.group(),         p.library(),     p.plugin_version(), p.abi_version(),
+                 {},   runtime->limits(), runtime->usage()};
+    for (const auto& [endpoint, e] : runtime->endpoints()) {
+      g.endpoints.push_back(endpoint);
+      for (const auto& [method, handler] : e.methods) {
+        if (handler.read_only()) g.read_only_methods.push_back(method);
+      }
+    }
+    std::sort(g.read_only_methods.begin(), g.read_only_methods.end());
+    g.required = runtime->required();
+    g.state = GroupRuntime::StateName(runtime->state());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+StatusOr<Endpoint> HostRuntime::FindEndpoint(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = endpoints_.find(name);
+  if (it == endpoints_.end()) return NotFound("no endpoint " + name + " is served");
+  return *it->second->binding()->endpoint;
+}
+
+std::string HostRuntime::endpoint_dir() const {
+  std::lock_guard lock(mu_);
+  return config_.endpoint_dir;
+}
+
+std::vector<std::string> HostRuntime::socket_paths() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, server] : endpoints_) out.push_back(server->path());
+  return out;
+}
+
+}  // namespace csi_proxy::host
