@@ -41,6 +41,8 @@ StatusOr<RecordLock> SmbMappingUsers::Lock(const std::string& mapping_key) const
   return records_.Lock("mapping:" + mapping_key);
 }
 
+StatusOr<RecordLock> SmbMappingUsers::LockDirectories() const { return records_.Lock("directories"); }
+
 Status SmbMappingUsers::AddLink(const std::string& local_path, const std::string& link_text,
                                 const SmbMapping& mapping) const {
   return records_.Put(kLinkPrefix + local_path, {{"mapping", mapping.key},
@@ -116,6 +118,11 @@ StatusOr<std::vector<std::string>> SmbMappingUsers::ReleaseLinksGoneUnder(const 
     }
     if (mount_point.empty()) continue;
     CSI_PROXY_RETURN_IF_ERROR(UnmountSmbMount(mount_point).WithContext("unmapping " + key));
+    {
+      // The server's directory goes with its last share, as the SMB group removes it.
+      CSI_PROXY_ASSIGN_OR_RETURN(auto dirs, LockDirectories());
+      rmdir(mount_point.substr(0, mount_point.rfind('/')).c_str());
+    }
     if (log_)
       log_(sdk::LogLevel::kInfo, "unmapped " + key + " from " + mount_point + ": its last local_path link is gone");
     unmapped.push_back(key);

@@ -46,6 +46,9 @@ class SmbMappingUsers {
 
   // The lock every change of `mapping_key`'s users (and its unmapping) happens under.
   StatusOr<RecordLock> Lock(const std::string& mapping_key) const;
+  // The lock under which the per-server directories of the mount root are made and removed (by either group), so
+  // that one group never removes a server's directory the other is about to mount a share in.
+  StatusOr<RecordLock> LockDirectories() const;
 
   // Records a local_path link (at `local_path`, a confined path, with the text `link_text`) to the mapping.
   Status AddLink(const std::string& local_path, const std::string& link_text, const SmbMapping& mapping) const;
@@ -72,8 +75,8 @@ class SmbMappingUsers {
 };
 
 // Unmounts the SMB mapping mounted at `mount_point` (every stacked mount, lazily: open files or a dead server
-// cannot block it) and removes the mount point directory. Success when nothing is mounted there; INTERNAL for a
-// mount point that holds anything but cifs.
+// cannot block it) and removes the mount point directory (the share's). Success when nothing is mounted there;
+// INTERNAL for a mount point that holds anything but cifs.
 Status UnmountSmbMount(const std::string& mount_point);
 
 }  // namespace csi_proxy::common

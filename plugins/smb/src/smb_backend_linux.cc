@@ -111,6 +111,7 @@ class LinuxSmbBackend final : public SmbBackend {
       // Other shares of the same server are mapped and unmapped in parallel: their server directory must not be
       // removed between its creation here and the creation of this share's directory in it.
       std::lock_guard dirs(dirs_mu_);
+      CSI_PROXY_ASSIGN_OR_RETURN(auto shared_dirs, LockDirectories());
       CSI_PROXY_ASSIGN_OR_RETURN(
           auto server_fd, OpenOrMakeDir(root_fd_.get(), remote.server, options_.mount_root + "/" + remote.server));
       auto share_fd = OpenOrMakeDir(server_fd.get(), remote.share, MountPoint(remote));
@@ -215,6 +216,12 @@ class LinuxSmbBackend final : public SmbBackend {
     if (options_.log) options_.log(level, message);
   }
 
+  // The filesystem group's lock on the mount root's directories (none without a state_dir).
+  StatusOr<common::RecordLock> LockDirectories() const {
+    if (!users_) return common::RecordLock();
+    return users_->LockDirectories();
+  }
+
   std::string MountPoint(const RemotePath& remote) const {
     return options_.mount_root + "/" + remote.server + "/" + remote.share;
   }
@@ -246,6 +253,7 @@ class LinuxSmbBackend final : public SmbBackend {
   // Removes the share's (empty) mount point and its server directory when that is empty too.
   void RemoveDirs(const RemotePath& remote) {
     std::lock_guard dirs(dirs_mu_);
+    auto shared_dirs = LockDirectories();  // removing without it would at worst fail a concurrent map, retried
     int server_fd = openat(root_fd_.get(), remote.server.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (server_fd < 0) return;
     unlinkat(server_fd, remote.share.c_str(), AT_REMOVEDIR);

@@ -1,0 +1,72 @@
+// azurefile-csi-driver in csi-proxy mode, as its node server and Windows mounter order the calls:
+// pkg/azurefile/nodeserver.go, pkg/azurefile/azure_common_windows.go, pkg/mounter/safe_mounter_windows.go. It never
+// calls RemoveSmbGlobalMapping: it unstages by removing the staging link. Here the removal of a mapping's last link
+// unmaps it (issue 22), and never while another volume's link uses the share.
+#include "smb_driver_test.h"
+
+namespace csi_proxy::testing::drivers {
+namespace {
+
+class AzureFile : public SmbDriverTest {
+ protected:
+  // NodeStageVolume: ensureMountPoint (PathExists, IsSymlink), prepareStagePath (PathExists, Rmdir force),
+  // SMBMount: PathExists(parent), Mkdir(parent) when missing, NewSmbGlobalMapping{LocalPath: staging}.
+  void NodeStage(const std::string& volume, const std::string& staging) {
+    bool exists = false, link = true;
+    ASSERT_OK(node_->PathExists(staging, &exists));
+    if (exists) ASSERT_OK(node_->IsSymlink(staging, &link));
+    ASSERT_OK(node_->PathExists(staging, &exists));
+    if (exists) ASSERT_OK(node_->Rmdir(staging, true));
+    ASSERT_OK(node_->PathExists(std::filesystem::path(staging).parent_path(), &exists));
+    if (!exists) ASSERT_OK(node_->Mkdir(std::filesystem::path(staging).parent_path()));
+    ASSERT_OK(node_->NewSmbGlobalMapping(Source(volume), staging, server_->username(), server_->password()));
+  }
+  // NodePublishVolume: ensureMountPoint(target) (PathExists), preparePublishPath (PathExists, Rmdir when there),
+  // Mount = CreateSymlink.
+  void NodePublish(const std::string& staging, const std::string& target) {
+    bool exists = true;
+    ASSERT_OK(node_->PathExists(target, &exists));
+    ASSERT_OK(node_->PathExists(target, &exists));
+    if (exists) ASSERT_OK(node_->Rmdir(target, true));
+    ASSERT_OK(node_->CreateSymlink(staging, target));
+  }
+  // NodeUnpublishVolume: CleanupMountPoint = Rmdir(target, force). NodeUnstageVolume: SMBUnmount = Rmdir(staging,
+  // force) (the HostProcess mode, not this one, removes mappings).
+  void NodeUnpublish(const std::string& target) { ASSERT_OK(node_->Rmdir(target, true)); }
+  void NodeUnstage(const std::string& staging) { ASSERT_OK(node_->Rmdir(staging, true)); }
+};
+
+TEST_F(AzureFile, AShareStaysMappedWhileAVolumeUsesItAndGoesWithItsLastLink) {
+  const std::string staging_a = node_->StagingPath("file.csi.azure.com", "pv-a");
+  const std::string staging_b = node_->StagingPath("file.csi.azure.com", "pv-b");
+  const std::string target_a = node_->PublishPath("pod-a", "pv-a");
+  const std::string target_b = node_->PublishPath("pod-b", "pv-b");
+  for (const auto& dir : {staging_a, staging_b}) node_->KubeletMakesDir(dir);
+  for (const auto& target : {target_a, target_b}) node_->KubeletMakesDir(std::filesystem::path(target).parent_path());
+
+  ASSERT_NO_FATAL_FAILURE(NodeStage("pvc-a", staging_a));
+  ASSERT_NO_FATAL_FAILURE(NodeStage("pvc-b", staging_b));
+  ASSERT_NO_FATAL_FAILURE(NodePublish(staging_a, target_a));
+  ASSERT_NO_FATAL_FAILURE(NodePublish(staging_b, target_b));
+  PodWrites(target_a, "pvc-a", "written by pod a");
+  PodWrites(target_b, "pvc-b", "written by pod b");
+  EXPECT_GT(StatfsTotal(target_b), 0);  // NodeGetVolumeStats: the driver's own GetFreeSpace of the path
+
+  ASSERT_NO_FATAL_FAILURE(NodeUnpublish(target_a));
+  ASSERT_NO_FATAL_FAILURE(NodeUnstage(staging_a));
+  EXPECT_TRUE(ShareMapped()) << "pod b still uses the share";
+  PodWrites(target_b, "pvc-b", "pod b goes on writing");
+
+  ASSERT_NO_FATAL_FAILURE(NodeUnpublish(target_b));
+  ASSERT_NO_FATAL_FAILURE(NodeUnstage(staging_b));
+  EXPECT_FALSE(ShareMapped()) << "the last link is gone: no mapping is left behind";
+
+  node_->KubeletMakesDir(staging_b);
+  ASSERT_NO_FATAL_FAILURE(NodeStage("pvc-b", staging_b));
+  EXPECT_EQ(ReadText(staging_b + "/pvc-b.txt"), "pod b goes on writing");
+  ASSERT_NO_FATAL_FAILURE(NodeUnstage(staging_b));
+  EXPECT_FALSE(ShareMapped());
+}
+
+}  // namespace
+}  // namespace csi_proxy::testing::drivers
