@@ -35,16 +35,22 @@ fi
 
 build=$(cat "$results/build")
 limit=$(cat "$results/timeout" 2>/dev/null || echo 480)
+
+# Hands the exit status to run.sh on the host (the results share, written last) and ends the guest's work.
+finish() {
+  echo "$1" >"$results/status.tmp" && mv "$results/status.tmp" "$results/status"
+  sync
+  if [ -n "$iscsid_pid" ]; then kill "$iscsid_pid" 2>/dev/null || true; fi
+  exit 0
+}
+
 if [ -s "$results/script" ]; then
   script=$(cat "$results/script")
   echo "csi-vm: running $script (at most $limit s)"
   (cd "$build" && timeout --kill-after=10 "$limit" bash "$script" "$results") >"$results/script.log" 2>&1
   status=$?
   echo "csi-vm: $script exit $status"
-  echo "$status" >"$results/status.tmp" && mv "$results/status.tmp" "$results/status"
-  sync
-  if [ -n "$iscsid_pid" ]; then kill "$iscsid_pid" 2>/dev/null || true; fi
-  exit 0
+  finish "$status"
 fi
 args=()
 if [ -s "$results/args" ]; then
@@ -62,7 +68,4 @@ timeout --kill-after=10 "$limit" ctest --test-dir "$build" --output-on-failure -
   >"$results/ctest.log" 2>&1
 status=$?
 echo "csi-vm: ctest exit $status after $(($(date +%s) - start)) s"
-echo "$status" >"$results/status.tmp" && mv "$results/status.tmp" "$results/status"
-sync
-if [ -n "$iscsid_pid" ]; then kill "$iscsid_pid" 2>/dev/null || true; fi
-exit 0
+finish "$status"

@@ -57,8 +57,9 @@ class FilesystemBackend {
   StatusOr<bool> IsSymlink(const common::ConfinedPath& path);
 
  private:
-  // After a removal at `path`: SMB mappings whose last local_path link was at or below it are unmapped.
-  Status ReleaseSmbMappings(const common::ConfinedPath& path);
+  // After a removal at `path`: SMB mappings whose last local_path link was at or below it are unmapped. Never
+  // fails the removal: a mapping it cannot release is logged and stays.
+  void ReleaseSmbMappings(const common::ConfinedPath& path);
 
   const common::PathPolicy& policy_;
   FilesystemOptions options_;

@@ -217,10 +217,16 @@ Status FilesystemBackend::MakeDirectories(const ConfinedPath& path) {
   return common::OpenCreatingDirs(policy_, path, "path").status();
 }
 
-Status FilesystemBackend::ReleaseSmbMappings(const ConfinedPath& path) {
-  if (options_.state_dir.empty()) return Status::Ok();
+void FilesystemBackend::ReleaseSmbMappings(const ConfinedPath& path) {
+  if (options_.state_dir.empty()) return;
   common::SmbMappingUsers users(options_.state_dir, policy_, options_.log);
-  return users.ReleaseLinksGoneUnder(path.path).status();
+  // The removal itself succeeded: a mapping that cannot be released now stays mapped (never the unsafe way), and a
+  // RemoveSmbGlobalMapping of it unmaps it later.
+  if (auto released = users.ReleaseLinksGoneUnder(path.path); !released.ok() && options_.log) {
+    options_.log(sdk::LogLevel::kWarn,
+                 "removed " + QuotePath(path.path) +
+                     ", but could not release the SMB mappings its links used: " + released.status().message());
+  }
 }
 
 Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
@@ -229,11 +235,14 @@ Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
   int dir = parent.dir.get();
   const char* name = parent.name.c_str();
   // AT_REMOVEDIR does not follow a symlink (ENOTDIR), so a link is unlinked, never its target.
-  if (::unlinkat(dir, name, AT_REMOVEDIR) == 0) return ReleaseSmbMappings(path);
-  int err = errno;
-  if (err == ENOTDIR) {
-    if (::unlinkat(dir, name, 0) == 0) return ReleaseSmbMappings(path);
+  int err = 0;
+  if (::unlinkat(dir, name, AT_REMOVEDIR) != 0) {
     err = errno;
+    if (err == ENOTDIR) err = ::unlinkat(dir, name, 0) == 0 ? 0 : errno;
+  }
+  if (err == 0) {
+    ReleaseSmbMappings(path);
+    return Status::Ok();
   }
   switch (err) {
     case ENOENT:
@@ -250,12 +259,16 @@ Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
 
 Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
   auto parent = common::OpenParent(policy_, path, "path", Access::kModify);
-  if (!parent.ok()) return parent.status().code() == Code::kNotFound ? ReleaseSmbMappings(path) : parent.status();
+  if (!parent.ok() && parent.status().code() == Code::kNotFound) {
+    ReleaseSmbMappings(path);  // gone already, perhaps with links the SMB group still counts
+    return Status::Ok();
+  }
+  if (!parent.ok()) return parent.status();
   if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
   common::VolumeMounts volume_mounts(options_.state_dir);
   Walk walk{.volume_mounts = &volume_mounts, .log = &options_.log};
   RemoveNamed(parent->dir.get(), parent->name, path.path, 0, walk);
-  CSI_PROXY_RETURN_IF_ERROR(ReleaseSmbMappings(path));
+  ReleaseSmbMappings(path);
   return walk.problems.Summary();
 }
 
@@ -267,7 +280,7 @@ Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
   common::VolumeMounts volume_mounts(options_.state_dir);
   Walk walk{.volume_mounts = &volume_mounts, .log = &options_.log};
   RemoveChildren(dir.get(), path.path, 0, walk);
-  CSI_PROXY_RETURN_IF_ERROR(ReleaseSmbMappings(path));
+  ReleaseSmbMappings(path);
   return walk.problems.Summary();
 }
 

@@ -9,27 +9,9 @@ namespace {
 
 class AzureFile : public SmbDriverTest {
  protected:
-  // NodeStageVolume: ensureMountPoint (PathExists, IsSymlink), prepareStagePath (PathExists, Rmdir force),
-  // SMBMount: PathExists(parent), Mkdir(parent) when missing, NewSmbGlobalMapping{LocalPath: staging}.
-  void NodeStage(const std::string& volume, const std::string& staging) {
-    bool exists = false, link = true;
-    ASSERT_OK(node_->PathExists(staging, &exists));
-    if (exists) ASSERT_OK(node_->IsSymlink(staging, &link));
-    ASSERT_OK(node_->PathExists(staging, &exists));
-    if (exists) ASSERT_OK(node_->Rmdir(staging, true));
-    ASSERT_OK(node_->PathExists(std::filesystem::path(staging).parent_path(), &exists));
-    if (!exists) ASSERT_OK(node_->Mkdir(std::filesystem::path(staging).parent_path()));
-    ASSERT_OK(node_->NewSmbGlobalMapping(Source(volume), staging, server_->username(), server_->password()));
-  }
-  // NodePublishVolume: ensureMountPoint(target) (PathExists), preparePublishPath (PathExists, Rmdir when there),
-  // Mount = CreateSymlink.
-  void NodePublish(const std::string& staging, const std::string& target) {
-    bool exists = true;
-    ASSERT_OK(node_->PathExists(target, &exists));
-    ASSERT_OK(node_->PathExists(target, &exists));
-    if (exists) ASSERT_OK(node_->Rmdir(target, true));
-    ASSERT_OK(node_->CreateSymlink(staging, target));
-  }
+  // NodeStageVolume and NodePublishVolume: SmbStage and SmbPublish (the code azurefile shares with csi-driver-smb).
+  void NodeStage(const std::string& volume, const std::string& staging) { SmbStage(volume, staging); }
+  void NodePublish(const std::string& staging, const std::string& target) { SmbPublish(staging, target); }
   // NodeUnpublishVolume: CleanupMountPoint = Rmdir(target, force). NodeUnstageVolume: SMBUnmount = Rmdir(staging,
   // force) (the HostProcess mode, not this one, removes mappings).
   void NodeUnpublish(const std::string& target) { ASSERT_OK(node_->Rmdir(target, true)); }
@@ -37,12 +19,8 @@ class AzureFile : public SmbDriverTest {
 };
 
 TEST_F(AzureFile, AShareStaysMappedWhileAVolumeUsesItAndGoesWithItsLastLink) {
-  const std::string staging_a = node_->StagingPath("file.csi.azure.com", "pv-a");
-  const std::string staging_b = node_->StagingPath("file.csi.azure.com", "pv-b");
-  const std::string target_a = node_->PublishPath("pod-a", "pv-a");
-  const std::string target_b = node_->PublishPath("pod-b", "pv-b");
-  for (const auto& dir : {staging_a, staging_b}) node_->KubeletMakesDir(dir);
-  for (const auto& target : {target_a, target_b}) node_->KubeletMakesDir(std::filesystem::path(target).parent_path());
+  const auto [a, b] = TwoVolumes("file.csi.azure.com", /*kubelet_makes_staging=*/true);
+  const std::string &staging_a = a.staging, &staging_b = b.staging, &target_a = a.target, &target_b = b.target;
 
   ASSERT_NO_FATAL_FAILURE(NodeStage("pvc-a", staging_a));
   ASSERT_NO_FATAL_FAILURE(NodeStage("pvc-b", staging_b));

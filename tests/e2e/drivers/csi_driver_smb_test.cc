@@ -12,32 +12,13 @@ namespace {
 
 class CsiDriverSmb : public SmbDriverTest {
  protected:
-  // NodeStageVolume: ensureMountPoint (IsLikelyNotMountPoint: PathExists, IsSymlink), prepareStagePath (PathExists,
-  // Rmdir force), SMBMount: PathExists(parent), Mkdir(parent) when missing, under the driver's lock of the mapping
-  // NewSmbGlobalMapping{LocalPath: staging, RemotePath: source}, then the driver's reference file for the volume.
+  // NodeStageVolume: SmbStage (under the driver's lock of the mapping), then the driver's reference file for the
+  // volume. NodePublishVolume: SmbPublish.
   void NodeStage(const std::string& volume, const std::string& staging) {
-    bool exists = false, link = true;
-    ASSERT_OK(node_->PathExists(staging, &exists));
-    ASSERT_TRUE(exists) << "kubelet created the staging directory";
-    ASSERT_OK(node_->IsSymlink(staging, &link));
-    ASSERT_FALSE(link);
-    ASSERT_OK(node_->PathExists(staging, &exists));
-    ASSERT_OK(node_->Rmdir(staging, true));
-    ASSERT_OK(node_->PathExists(std::filesystem::path(staging).parent_path(), &exists));
-    if (!exists) ASSERT_OK(node_->Mkdir(std::filesystem::path(staging).parent_path()));
-    ASSERT_OK(node_->NewSmbGlobalMapping(Source(volume), staging, server_->username(), server_->password()));
+    ASSERT_NO_FATAL_FAILURE(SmbStage(volume, staging));
     driver_references_.insert(volume);
   }
-
-  // NodePublishVolume: ensureMountPoint(target) (PathExists), preparePublishPath (PathExists), Mount =
-  // CreateSymlink(staging -> target).
-  void NodePublish(const std::string& staging, const std::string& target) {
-    bool exists = true;
-    ASSERT_OK(node_->PathExists(target, &exists));
-    ASSERT_FALSE(exists);
-    ASSERT_OK(node_->PathExists(target, &exists));
-    ASSERT_OK(node_->CreateSymlink(staging, target));
-  }
+  void NodePublish(const std::string& staging, const std::string& target) { SmbPublish(staging, target); }
 
   // NodeUnpublishVolume: CleanupMountPoint = Rmdir(target, force).
   void NodeUnpublish(const std::string& target) { ASSERT_OK(node_->Rmdir(target, true)); }
@@ -57,12 +38,8 @@ class CsiDriverSmb : public SmbDriverTest {
 };
 
 TEST_F(CsiDriverSmb, TwoVolumesOfOneShareEachStageAndUnstageAndTheMappingGoesWithTheLast) {
-  const std::string staging_a = node_->StagingPath("smb.csi.k8s.io", "pv-a");
-  const std::string staging_b = node_->StagingPath("smb.csi.k8s.io", "pv-b");
-  const std::string target_a = node_->PublishPath("pod-a", "pv-a");
-  const std::string target_b = node_->PublishPath("pod-b", "pv-b");
-  for (const auto& dir : {staging_a, staging_b}) node_->KubeletMakesDir(dir);
-  for (const auto& target : {target_a, target_b}) node_->KubeletMakesDir(std::filesystem::path(target).parent_path());
+  const auto [a, b] = TwoVolumes("smb.csi.k8s.io", /*kubelet_makes_staging=*/true);
+  const std::string &staging_a = a.staging, &staging_b = b.staging, &target_a = a.target, &target_b = b.target;
 
   ASSERT_NO_FATAL_FAILURE(NodeStage("pvc-a", staging_a));
   ASSERT_NO_FATAL_FAILURE(NodeStage("pvc-b", staging_b));

@@ -323,6 +323,36 @@ class CsiNode {
   std::shared_ptr<grpc::Channel> disk_, volume_, volume_v2alpha1_, fs_, fs_v2alpha1_, smb_;
 };
 
+// The calls GCE PD's, EBS's and vSphere's Windows mounters share (their FormatAndMount and Unmount are the same
+// code, copied from driver to driver):
+//   FormatAndMount: PartitionDisk, SetDiskState(online), ListVolumesOnDisk (VolumeIds[0]), IsVolumeFormatted,
+//   FormatVolume when not formatted, MountVolume(volume, target);
+//   UnmountAndTakeOffline: GetVolumeIDFromTargetPath, UnmountVolume, Rmdir(force), GetDiskNumberFromVolumeID,
+//   SetDiskState(offline).
+// `fs_type` and `format_options`: FormatVolume's own fields (none of these drivers sends them yet).
+inline void FormatAndMount(CsiNode& node, uint32_t disk, const std::string& target, const std::string& fs_type = "",
+                           const std::vector<std::string>& format_options = {}) {
+  ASSERT_OK(node.PartitionDisk(disk));
+  ASSERT_OK(node.SetDiskState(disk, true));
+  std::vector<std::string> volumes;
+  ASSERT_OK(node.ListVolumesOnDisk(disk, &volumes));
+  ASSERT_FALSE(volumes.empty());
+  bool formatted = false;
+  ASSERT_OK(node.IsVolumeFormatted(volumes[0], &formatted));
+  if (!formatted) ASSERT_OK(node.FormatVolume(volumes[0], fs_type, format_options));
+  ASSERT_OK(node.MountVolume(volumes[0], target));
+}
+
+inline void UnmountAndTakeOffline(CsiNode& node, const std::string& staging) {
+  std::string volume;
+  ASSERT_OK(node.GetVolumeIDFromTargetPath(staging, &volume));
+  ASSERT_OK(node.UnmountVolume(volume, staging));
+  ASSERT_OK(node.Rmdir(staging, true));
+  uint32_t disk = 0;
+  ASSERT_OK(node.GetDiskNumberFromVolumeID(volume, &disk));
+  ASSERT_OK(node.SetDiskState(disk, false));
+}
+
 // A block-volume driver's test: the node, one loop disk (its cloud disk), and skips naming what is missing.
 // FormatVolume creates xfs (the node's default_fs_type): the drivers grow mounted volumes, and xfs grows online
 // with CAP_SYS_ADMIN alone, where ext4 needs CAP_SYS_RESOURCE too, which a container often lacks (the volume
@@ -340,6 +370,16 @@ class BlockDriverTest : public ::testing::Test {
 
   static constexpr uint64_t kDiskBytes = 512 * kMiB;  // xfs needs 300 MiB at least
   static constexpr uint64_t kGrownBytes = 1024 * kMiB;
+
+  // What kubelet sees after NodeUnstageVolume: the staging path gone, nothing of the disk mounted, and, for the
+  // drivers that take it offline, the disk offline.
+  void ExpectUnstaged(const std::string& staging, bool offline) {
+    EXPECT_FALSE(CsiNode::Exists(staging));
+    EXPECT_FALSE(CsiNode::AnythingOfDiskMounted(*disk_));
+    bool online = offline;
+    ASSERT_OK(node_.GetDiskState(disk_->DiskNumber(), &online));
+    EXPECT_EQ(online, !offline);
+  }
 
   // The cloud grows the disk (a volume expansion): the loop device's backing file grows.
   void CloudGrowsTheDisk(uint64_t size_bytes) { disk_->Grow(size_bytes); }

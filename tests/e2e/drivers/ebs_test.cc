@@ -25,10 +25,10 @@ class Ebs : public BlockDriverTest {
 
   // NodeStageVolume: FindDevicePath; PathExists(staging), MakeDir when missing; GetDeviceNameFromMount
   // (GetVolumeIDFromTargetPath: not mounted yet, an error the driver expects);
-  // FormatAndMountSensitiveWithFormatOptions = PartitionDisk, SetDiskState(online), ListVolumesOnDisk,
-  // IsVolumeFormatted, FormatVolume, MountVolume; NeedResize (Rescan, GetDiskStats, GetVolumeIDFromTargetPath,
-  // GetVolumeStats) and Resize when the disk exceeds the filesystem (Rescan, GetVolumeIDFromTargetPath,
-  // ResizeVolume). `format_options`: what the driver builds from the StorageClass, sent in FormatVolume's own fields.
+  // FormatAndMountSensitiveWithFormatOptions (FormatAndMount above); NeedResize (Rescan, GetDiskStats,
+  // GetVolumeIDFromTargetPath, GetVolumeStats) and Resize when the disk exceeds the filesystem (Rescan,
+  // GetVolumeIDFromTargetPath, ResizeVolume). `format_options`: what the driver builds from the StorageClass, sent in
+  // FormatVolume's own fields.
   void NodeStage(const std::string& staging, const std::string& fs_type = "",
                  const std::vector<std::string>& format_options = {}) {
     const uint32_t disk = FindDevicePath();
@@ -37,15 +37,7 @@ class Ebs : public BlockDriverTest {
     if (!exists) ASSERT_OK(node_.Mkdir(staging));
     std::string mounted_volume;
     EXPECT_EQ(node_.GetVolumeIDFromTargetPath(staging, &mounted_volume).error_code(), grpc::StatusCode::NOT_FOUND);
-    ASSERT_OK(node_.PartitionDisk(disk));
-    ASSERT_OK(node_.SetDiskState(disk, true));
-    std::vector<std::string> volumes;
-    ASSERT_OK(node_.ListVolumesOnDisk(disk, &volumes));
-    ASSERT_FALSE(volumes.empty());
-    bool formatted = false;
-    ASSERT_OK(node_.IsVolumeFormatted(volumes[0], &formatted));
-    if (!formatted) ASSERT_OK(node_.FormatVolume(volumes[0], fs_type, format_options));
-    ASSERT_OK(node_.MountVolume(volumes[0], staging));
+    ASSERT_NO_FATAL_FAILURE(FormatAndMount(node_, disk, staging, fs_type, format_options));
     ASSERT_NO_FATAL_FAILURE(ResizeWhenNeeded(disk, staging));
   }
 
@@ -89,18 +81,13 @@ class Ebs : public BlockDriverTest {
   void NodeUnpublish(const std::string& target) { ASSERT_OK(node_.Rmdir(target, true)); }
 
   // NodeUnstageVolume: GetDeviceNameFromMount (GetVolumeIDFromTargetPath, GetDiskNumberFromVolumeID), then
-  // Unstage = Unmount: GetVolumeIDFromTargetPath, UnmountVolume, Rmdir(force), GetDiskNumberFromVolumeID,
-  // SetDiskState(offline).
+  // Unstage = Unmount (UnmountAndTakeOffline above).
   void NodeUnstage(const std::string& staging) {
     std::string volume;
     uint32_t disk = 0;
     ASSERT_OK(node_.GetVolumeIDFromTargetPath(staging, &volume));
     ASSERT_OK(node_.GetDiskNumberFromVolumeID(volume, &disk));
-    ASSERT_OK(node_.GetVolumeIDFromTargetPath(staging, &volume));
-    ASSERT_OK(node_.UnmountVolume(volume, staging));
-    ASSERT_OK(node_.Rmdir(staging, true));
-    ASSERT_OK(node_.GetDiskNumberFromVolumeID(volume, &disk));
-    ASSERT_OK(node_.SetDiskState(disk, false));
+    ASSERT_NO_FATAL_FAILURE(UnmountAndTakeOffline(node_, staging));
   }
 };
 
@@ -129,11 +116,7 @@ TEST_F(Ebs, EveryNodeCallCompletesTheDiskGoesOfflineAndStagesAgainWithItsData) {
 
   ASSERT_NO_FATAL_FAILURE(NodeUnpublish(target));
   ASSERT_NO_FATAL_FAILURE(NodeUnstage(staging));
-  EXPECT_FALSE(CsiNode::Exists(staging));
-  EXPECT_FALSE(CsiNode::AnythingOfDiskMounted(*disk_));
-  bool online = true;
-  ASSERT_OK(node_.GetDiskState(disk_->DiskNumber(), &online));
-  EXPECT_FALSE(online);
+  ExpectUnstaged(staging, /*offline=*/true);
 
   ASSERT_NO_FATAL_FAILURE(NodeStage(staging));
   const std::string target2 = node_.PublishPath("pod-2", "pv-ebs");

@@ -19,23 +19,14 @@ class GcePd : public BlockDriverTest {
   }
 
   // NodeStageVolume: getDevicePath; isVolumePathMounted (IsLikelyNotMountPoint = IsSymlink); prepareStagePath
-  // (nothing on Windows); formatAndMount = PartitionDisk, SetDiskState(online), ListVolumesOnDisk (VolumeIds[0]),
-  // IsVolumeFormatted, FormatVolume, MountVolume; then the resize of a writable volume (resizefs v1:
+  // (nothing on Windows); formatAndMount (FormatAndMount above); then the resize of a writable volume (resizefs v1:
   // GetVolumeIDFromTargetPath, ResizeVolume without a size).
   void NodeStage(const std::string& staging) {
     const uint32_t disk = GetDiskNumber();
     bool mounted = true;
     ASSERT_OK(node_.IsSymlink(staging, &mounted));
     ASSERT_FALSE(mounted);
-    ASSERT_OK(node_.PartitionDisk(disk));
-    ASSERT_OK(node_.SetDiskState(disk, true));
-    std::vector<std::string> volumes;
-    ASSERT_OK(node_.ListVolumesOnDisk(disk, &volumes));
-    ASSERT_FALSE(volumes.empty());
-    bool formatted = false;
-    ASSERT_OK(node_.IsVolumeFormatted(volumes[0], &formatted));
-    if (!formatted) ASSERT_OK(node_.FormatVolume(volumes[0]));
-    ASSERT_OK(node_.MountVolume(volumes[0], staging));
+    ASSERT_NO_FATAL_FAILURE(FormatAndMount(node_, disk, staging));
     std::string volume;
     ASSERT_OK(node_.GetVolumeIDFromTargetPath(staging, &volume));
     ASSERT_OK(node_.ResizeVolume(volume, 0));
@@ -73,19 +64,13 @@ class GcePd : public BlockDriverTest {
   // NodeUnpublishVolume: cleanupPublishPath = RemovePodDir = Rmdir(target, force).
   void NodeUnpublish(const std::string& target) { ASSERT_OK(node_.Rmdir(target, true)); }
 
-  // NodeUnstageVolume: cleanupStagePath = UnmountDevice: PathExists, GetVolumeIDFromTargetPath, UnmountVolume,
-  // Rmdir(force), GetDiskNumberFromVolumeID, SetDiskState(offline) "to have a clean state".
+  // NodeUnstageVolume: cleanupStagePath = UnmountDevice: PathExists, then UnmountAndTakeOffline (above: the
+  // offline state "to have a clean state").
   void NodeUnstage(const std::string& staging) {
     bool exists = false;
     ASSERT_OK(node_.PathExists(staging, &exists));
     ASSERT_TRUE(exists);
-    std::string volume;
-    ASSERT_OK(node_.GetVolumeIDFromTargetPath(staging, &volume));
-    ASSERT_OK(node_.UnmountVolume(volume, staging));
-    ASSERT_OK(node_.Rmdir(staging, true));
-    uint32_t disk = 0;
-    ASSERT_OK(node_.GetDiskNumberFromVolumeID(volume, &disk));
-    ASSERT_OK(node_.SetDiskState(disk, false));
+    ASSERT_NO_FATAL_FAILURE(UnmountAndTakeOffline(node_, staging));
   }
 };
 
@@ -112,11 +97,7 @@ TEST_F(GcePd, EveryNodeCallCompletesTheDiskGoesOfflineAndStagesAgainWithItsData)
 
   ASSERT_NO_FATAL_FAILURE(NodeUnpublish(target));
   ASSERT_NO_FATAL_FAILURE(NodeUnstage(staging));
-  EXPECT_FALSE(CsiNode::Exists(staging));
-  EXPECT_FALSE(CsiNode::AnythingOfDiskMounted(*disk_));
-  bool online = true;
-  ASSERT_OK(node_.GetDiskState(disk_->DiskNumber(), &online));
-  EXPECT_FALSE(online) << "offline until the next stage brings it online";
+  ExpectUnstaged(staging, /*offline=*/true);  // until the next stage brings it online
 
   // The next stage, on this node, of the offline disk: PartitionDisk (partitioned: nothing to do), then online.
   node_.KubeletMakesDir(staging);

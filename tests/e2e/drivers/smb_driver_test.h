@@ -29,6 +29,22 @@ class SmbDriverTest : public ::testing::Test {
     ASSERT_TRUE(node_->Start()) << node_->error();
   }
 
+  // A volume of the share as kubelet hands it to `driver`: its directory on the share, its staging and target paths.
+  struct Volume {
+    std::string name, staging, target;
+  };
+  // The two volumes (pvc-a for pod a, pvc-b for pod b), with the directories kubelet makes before the calls: the
+  // target's parent, and the staging directory when `kubelet_makes_staging`.
+  std::pair<Volume, Volume> TwoVolumes(const std::string& driver, bool kubelet_makes_staging) {
+    auto make = [&](const std::string& name, const std::string& pod, const std::string& pv) {
+      Volume v{name, node_->StagingPath(driver, pv), node_->PublishPath(pod, pv)};
+      if (kubelet_makes_staging) node_->KubeletMakesDir(v.staging);
+      node_->KubeletMakesDir(std::filesystem::path(v.target).parent_path());
+      return v;
+    };
+    return {make("pvc-a", "pod-a", "pv-a"), make("pvc-b", "pod-b", "pv-b")};
+  }
+
   // \\127.0.0.1\<share>\<volume>: a volume's directory on the share.
   std::string Source(const std::string& volume) const {
     return "\\\\127.0.0.1\\" + server_->share_name() + "\\" + volume;
@@ -43,6 +59,31 @@ class SmbDriverTest : public ::testing::Test {
     { std::ofstream(target + "/" + volume + ".txt") << text; }
     EXPECT_EQ(ReadText(server_->share_dir() + "/" + volume + "/" + volume + ".txt"), text);
   }
+  // NodeStageVolume and NodePublishVolume of csi-driver-smb and azurefile, whose node servers and Windows mounters
+  // share this code: ensureMountPoint (IsLikelyNotMountPoint: PathExists, IsSymlink when there), prepareStagePath
+  // (PathExists, Rmdir force when there), SMBMount: PathExists(parent), Mkdir(parent) when missing,
+  // NewSmbGlobalMapping{LocalPath: staging, RemotePath: source}.
+  void SmbStage(const std::string& volume, const std::string& staging) {
+    bool exists = false, link = false;
+    ASSERT_OK(node_->PathExists(staging, &exists));
+    if (exists) ASSERT_OK(node_->IsSymlink(staging, &link));
+    ASSERT_FALSE(link) << "not staged yet";
+    ASSERT_OK(node_->PathExists(staging, &exists));
+    if (exists) ASSERT_OK(node_->Rmdir(staging, true));
+    ASSERT_OK(node_->PathExists(std::filesystem::path(staging).parent_path(), &exists));
+    if (!exists) ASSERT_OK(node_->Mkdir(std::filesystem::path(staging).parent_path()));
+    ASSERT_OK(node_->NewSmbGlobalMapping(Source(volume), staging, server_->username(), server_->password()));
+  }
+  // ensureMountPoint(target) (PathExists), preparePublishPath (PathExists, Rmdir when there), Mount =
+  // CreateSymlink(staging -> target).
+  void SmbPublish(const std::string& staging, const std::string& target) {
+    bool exists = true;
+    ASSERT_OK(node_->PathExists(target, &exists));
+    ASSERT_OK(node_->PathExists(target, &exists));
+    if (exists) ASSERT_OK(node_->Rmdir(target, true));
+    ASSERT_OK(node_->CreateSymlink(staging, target));
+  }
+
   // NodeGetVolumeStats of the SMB drivers: the driver's own free-space query of the path (GetDiskFreeSpaceEx on
   // Windows; statfs here), no csi-proxy call.
   static int64_t StatfsTotal(const std::string& path) {

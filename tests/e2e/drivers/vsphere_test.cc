@@ -19,22 +19,13 @@ class Vsphere : public BlockDriverTest {
   }
 
   // NodeStageVolume -> NodeStageBlockVolume: GetDiskNumber; haveMountPoint (a local os.Lstat: "Not using CSI proxy
-  // IsSymlink()"); FormatAndMount = PartitionDisk, SetDiskState(online), ListVolumesOnDisk, IsVolumeFormatted,
-  // FormatVolume, MountVolume.
+  // IsSymlink()"); FormatAndMount (above).
   void NodeStage(const std::string& staging) {
     const uint32_t disk = GetDiskNumber();
     struct stat st {};
     ASSERT_EQ(lstat(staging.c_str(), &st), 0);
     ASSERT_FALSE(S_ISLNK(st.st_mode));
-    ASSERT_OK(node_.PartitionDisk(disk));
-    ASSERT_OK(node_.SetDiskState(disk, true));
-    std::vector<std::string> volumes;
-    ASSERT_OK(node_.ListVolumesOnDisk(disk, &volumes));
-    ASSERT_FALSE(volumes.empty());
-    bool formatted = false;
-    ASSERT_OK(node_.IsVolumeFormatted(volumes[0], &formatted));
-    if (!formatted) ASSERT_OK(node_.FormatVolume(volumes[0]));
-    ASSERT_OK(node_.MountVolume(volumes[0], staging));
+    ASSERT_NO_FATAL_FAILURE(FormatAndMount(node_, disk, staging));
   }
 
   // NodePublishVolume -> PublishMountVol: PreparePublishPath (PathExists, Rmdir force when there, Mkdir of the
@@ -77,17 +68,8 @@ class Vsphere : public BlockDriverTest {
   // NodeUnpublishVolume -> CleanupPublishPath: Rmdir(target, force).
   void NodeUnpublish(const std::string& target) { ASSERT_OK(node_.Rmdir(target, true)); }
 
-  // NodeUnstageVolume -> CleanupStagePath -> Unmount: GetVolumeIDFromTargetPath, UnmountVolume, Rmdir(force),
-  // GetDiskNumberFromVolumeID, SetDiskState(offline).
-  void NodeUnstage(const std::string& staging) {
-    std::string volume;
-    ASSERT_OK(node_.GetVolumeIDFromTargetPath(staging, &volume));
-    ASSERT_OK(node_.UnmountVolume(volume, staging));
-    ASSERT_OK(node_.Rmdir(staging, true));
-    uint32_t disk = 0;
-    ASSERT_OK(node_.GetDiskNumberFromVolumeID(volume, &disk));
-    ASSERT_OK(node_.SetDiskState(disk, false));
-  }
+  // NodeUnstageVolume -> CleanupStagePath -> Unmount (UnmountAndTakeOffline above).
+  void NodeUnstage(const std::string& staging) { ASSERT_NO_FATAL_FAILURE(UnmountAndTakeOffline(node_, staging)); }
 };
 
 TEST_F(Vsphere, EveryNodeCallCompletesTheDiskGoesOfflineAndStagesAgainWithItsData) {
@@ -110,11 +92,7 @@ TEST_F(Vsphere, EveryNodeCallCompletesTheDiskGoesOfflineAndStagesAgainWithItsDat
 
   ASSERT_NO_FATAL_FAILURE(NodeUnpublish(target));
   ASSERT_NO_FATAL_FAILURE(NodeUnstage(staging));
-  EXPECT_FALSE(CsiNode::Exists(staging));
-  EXPECT_FALSE(CsiNode::AnythingOfDiskMounted(*disk_));
-  bool online = true;
-  ASSERT_OK(node_.GetDiskState(disk_->DiskNumber(), &online));
-  EXPECT_FALSE(online);
+  ExpectUnstaged(staging, /*offline=*/true);
 
   node_.KubeletMakesDir(staging);
   ASSERT_NO_FATAL_FAILURE(NodeStage(staging));
