@@ -3,16 +3,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "confined_open_linux.h"
@@ -21,6 +18,7 @@
 #include "mount_table_linux.h"
 #include "smb_mapping_users_linux.h"
 #include "text.h"
+#include "unmount_linux.h"
 #include "volume_mounts_linux.h"
 
 namespace csi_proxy::filesystem {
@@ -95,20 +93,12 @@ StatusOr<bool> UnmountIfMadeByMountVolume(int dirfd, const std::string& name, co
     UniqueFd contents(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (contents.valid()) ::syncfs(contents.get());  // flushed before it goes, as UnmountVolume does
   }
-  const std::string via = "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
-  // A lookup passing through the mount at this moment pins it for microseconds: only a mount still busy after a
-  // second is busy.
-  int rc = ::umount2(via.c_str(), UMOUNT_NOFOLLOW);
-  for (int attempt = 0; rc != 0 && errno == EBUSY && attempt < 50; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    rc = ::umount2(via.c_str(), UMOUNT_NOFOLLOW);
-  }
-  if (rc != 0) {
-    if (errno == EBUSY) {
+  if (int err = common::UnmountNotLazily("/proc/self/fd/" + std::to_string(dirfd) + "/" + name); err != 0) {
+    if (err == EBUSY) {
       return FailedPrecondition("not removed: " + QuotePath(shown) + " is the mount point of volume " + mount->source +
                                 " (made by MountVolume), which is busy (files open?)");
     }
-    return ErrnoStatus(errno, "unmounting " + QuotePath(shown));
+    return ErrnoStatus(err, "unmounting " + QuotePath(shown));
   }
   CSI_PROXY_RETURN_IF_ERROR(walk.volume_mounts->Forget(mount->target));
   if (walk.log != nullptr && *walk.log) {
