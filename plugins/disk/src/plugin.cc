@@ -43,8 +43,7 @@ class DiskPlugin : public sdk::Plugin {
     for (char& c : guid) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     options.gpt_partition_type = guid;
     options.state_dir = config.state_dir();
-    backend_ = MakeDiskBackend(options);
-    service_ = std::make_unique<DiskService>(*backend_);
+    service_ = std::make_unique<DiskService>(MakeDiskBackend(options));
 
     AddVersionsShapedLikeV1(host, *service_);
     AddVersionsShapedLikeV1alpha1(host, *service_);
@@ -53,7 +52,6 @@ class DiskPlugin : public sdk::Plugin {
   }
 
  private:
-  std::unique_ptr<DiskBackend> backend_;
   std::unique_ptr<DiskService> service_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "api.h"
 #include "csi_proxy/plugin.hpp"
+#include "filesystem_backend.h"
 #include "filesystem_service.h"
 #include "path_policy.h"
 
@@ -34,8 +35,8 @@ class FilesystemPlugin : public sdk::Plugin {
     if (policy->roots().empty()) {
       return FailedPrecondition("filesystem group: no allowed roots ([host] kubelet_path and working_dirs are empty)");
     }
-    service_ = std::make_unique<FilesystemService>(std::move(policy).value(),
-                                                   FilesystemOptions{config.state_dir(), sdk::HostLogSink()});
+    service_ = std::make_unique<FilesystemService>(
+        MakeFilesystemBackend(*policy, FilesystemOptions{config.state_dir(), sdk::HostLogSink()}), *policy);
 
     // In upstream's registration order.
     AddVersionsShapedLikeV1alpha1(host, *service_);

@@ -40,8 +40,7 @@ class VolumePlugin : public sdk::Plugin {
     if (policy->roots().empty()) {
       return FailedPrecondition("volume group: no allowed roots ([host] kubelet_path and working_dirs are empty)");
     }
-    backend_ = MakeVolumeBackend(*policy, options);
-    service_ = std::make_unique<VolumeService>(*backend_, *policy);
+    service_ = std::make_unique<VolumeService>(MakeVolumeBackend(*policy, options), *policy);
 
     AddVersionsShapedLikeV1(host, *service_);
     AddVersionsBeforeV1(host, *service_);
@@ -52,7 +51,6 @@ class VolumePlugin : public sdk::Plugin {
   }
 
  private:
-  std::unique_ptr<VolumeBackend> backend_;
   std::unique_ptr<VolumeService> service_;
 };
 

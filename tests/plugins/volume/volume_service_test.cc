@@ -69,10 +69,11 @@ class VolumeServiceTest : public ::testing::Test {
     auto policy = common::PathPolicy::Create(kubelet_, {});
     ASSERT_TRUE(policy.ok()) << policy.status().message();
     service_.reset();
-    backend_ = std::make_unique<LinuxVolumeBackend>(
-        *policy, LinuxVolumeOptions{
-                     .default_fs_type = fs_type, .scratch_dir = dir_.Sub("scratch"), .state_dir = dir_.Sub("state")});
-    service_ = std::make_unique<VolumeService>(*backend_, *policy);
+    service_ = std::make_unique<VolumeService>(
+        std::make_unique<LinuxVolumeBackend>(*policy, LinuxVolumeOptions{.default_fs_type = fs_type,
+                                                                         .scratch_dir = dir_.Sub("scratch"),
+                                                                         .state_dir = dir_.Sub("state")}),
+        *policy);
   }
 
   // A loop disk partitioned through the disk service; returns the volume ID of its partition.
@@ -111,9 +112,8 @@ class VolumeServiceTest : public ::testing::Test {
 
   TempDir dir_;
   std::string kubelet_;
-  disk::LinuxDiskBackend disk_backend_{disk::LinuxDiskOptions{.state_dir = dir_.Sub("state")}};  // shares state_dir
-  disk::DiskService disks_{disk_backend_};
-  std::unique_ptr<LinuxVolumeBackend> backend_;
+  disk::DiskService disks_{std::make_unique<disk::LinuxDiskBackend>(
+      disk::LinuxDiskOptions{.state_dir = dir_.Sub("state")})};  // shares state_dir
   std::unique_ptr<VolumeService> service_;
 };
 
