@@ -163,7 +163,10 @@ StatusOr<std::vector<std::string>> MkfsArgv(const std::string& mkfs, const std::
 
 }  // namespace
 
-bool IsSupportedFilesystem(const std::string& fs_type) { return IsExt(fs_type) || fs_type == "xfs"; }
+const std::vector<std::string_view>& SupportedFilesystems() {
+  static const std::vector<std::string_view> kFilesystems = {"ext4", "ext3", "ext2", "xfs"};
+  return kFilesystems;
+}
 
 LinuxVolumeBackend::LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOptions options)
     : policy_(std::move(policy)),

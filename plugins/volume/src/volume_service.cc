@@ -65,8 +65,10 @@ StatusOr<bool> VolumeService::IsVolumeFormatted(const std::string& volume_id) {
 
 Status VolumeService::FormatVolume(const std::string& volume_id, const FormatOptions& options) {
   if (!options.fs_type.empty() && !IsSupportedFilesystem(options.fs_type)) {
+    std::string supported;
+    for (std::string_view fs : SupportedFilesystems()) supported += (supported.empty() ? "" : ", ") + std::string(fs);
     return InvalidArgument("fs_type " + common::QuoteValue(options.fs_type) +
-                           " is not a filesystem FormatVolume creates (ext4, ext3, ext2 or xfs)");
+                           " is not a filesystem FormatVolume creates (" + supported + ")");
   }
   const std::string fs_type = options.fs_type.empty() ? backend_->DefaultFilesystem() : options.fs_type;
   CSI_PROXY_RETURN_IF_ERROR(CheckMkfsOptions(fs_type, options.mkfs_options));

@@ -111,7 +111,7 @@ class PluginConfig {
   }
   // One of `choices`: "group key 'default_fs_type' must be one of ext4, xfs, not "btrfs"".
   StatusOr<std::string> GetChoice(std::string_view key, std::string fallback,
-                                  std::initializer_list<std::string_view> choices) const {
+                                  const std::vector<std::string_view>& choices) const {
     CSI_PROXY_ASSIGN_OR_RETURN(std::string value, GetString(key, std::move(fallback)));
     if (std::find(choices.begin(), choices.end(), value) != choices.end()) return value;
     std::string list;
@@ -120,10 +120,12 @@ class PluginConfig {
   }
   // An absolute path, or "" when `may_be_empty`: "group key 'mount_helper' must be an absolute path, not "x"".
   StatusOr<std::string> GetAbsolutePath(std::string_view key, std::string fallback, bool may_be_empty = false) const {
-    CSI_PROXY_ASSIGN_OR_RETURN(std::string value, GetString(key, std::move(fallback)));
-    if (value.empty() ? may_be_empty : value.front() == '/') return value;
-    return KeyError(key, std::string("must be an absolute path") + (may_be_empty ? " or empty" : "") + ", not " +
-                             QuoteValue(value));
+    auto value = GetString(key, std::move(fallback));
+    if (!value.ok()) return value;
+    const std::string& path = *value;
+    if (path.empty() ? may_be_empty : path[0] == '/') return value;
+    return KeyError(
+        key, std::string("must be an absolute path") + (may_be_empty ? " or empty" : "") + ", not " + QuoteValue(path));
   }
   StatusOr<std::vector<std::string>> GetStringArray(std::string_view key,
                                                     std::vector<std::string> fallback = {}) const {
