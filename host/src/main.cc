@@ -20,7 +20,6 @@
 #include "config/trusted_files.h"
 #include "observe/log_setup.h"
 #include "runtime/admin_server.h"
-#include "runtime/group_set.h"
 #include "runtime/host_runtime.h"
 #include "runtime/page_trim.h"
 
@@ -69,22 +68,18 @@ void NotifyReloading() {
 }
 void NotifyReady(size_t endpoints) { sd_notifyf(0, "READY=1\nSTATUS=serving %zu endpoints", endpoints); }
 
-int CheckConfig(const HostConfig& config, const csi_proxy::host::GroupSet& groups) {
+// --check-config: what a start would serve, found by the start's own loading (HostRuntime::CheckStart).
+int CheckConfig(const HostConfig& config) {
+  csi_proxy::host::StartCheck check = csi_proxy::host::HostRuntime::CheckStart(config);
   std::printf("%-12s %-10s %-34s %s\n", "GROUP", "VERSION", "ENDPOINT", "LIBRARY");
-  for (const auto& [name, e] : groups.registry().endpoints()) {
+  for (const auto& [name, e] : check.endpoints) {
     std::printf("%-12s %-10s %-34s %s\n", e.group.c_str(), e.version.c_str(),
                 (config.endpoint_dir + "/" + name).c_str(), e.library.c_str());
   }
-  for (const auto& r : groups.skipped()) std::printf("skipped: %s\n", r.c_str());
-  for (const auto& r : groups.refusals()) std::printf("refused: %s\n", r.c_str());
-  bool ok = groups.refusals().empty() && !groups.registry().endpoints().empty();
-  if (groups.registry().endpoints().empty()) std::printf("refused: nothing would be served\n");
-  // The other checks a start makes before serving.
-  if (auto endpoint_dir = csi_proxy::host::CheckEndpointDirectory(config); !endpoint_dir.ok()) {
-    std::printf("refused: %s\n", endpoint_dir.message().c_str());
-    ok = false;
-  }
-  for (const auto& w : csi_proxy::host::PathWarnings(config)) std::printf("warning: %s\n", w.c_str());
+  for (const auto& r : check.skipped) std::printf("skipped: %s\n", r.c_str());
+  for (const auto& r : check.refused) std::printf("refused: %s\n", r.c_str());
+  for (const auto& w : check.warnings) std::printf("warning: %s\n", w.c_str());
+  bool ok = check.start_would_succeed();
   std::printf("%s\n", ok ? "a start would serve this configuration" : "a start would be refused");
   return ok ? 0 : 1;
 }
@@ -162,11 +157,7 @@ int main(int argc, char** argv) {
   csi_proxy::host::LogFatalErrorsOnTerminate();
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
 
-  if (opts.check_config) {
-    csi_proxy::host::GroupSet groups;
-    groups.Load(*config);
-    return CheckConfig(*config, groups);
-  }
+  if (opts.check_config) return CheckConfig(*config);
 
   // A second host stops here, before any group's init runs. The admin socket comes up before the endpoints, so
   // that once they accept, reload and status are served too.

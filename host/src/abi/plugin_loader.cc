@@ -67,6 +67,13 @@ std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host) {
   return out.str();
 }
 
+std::string LibraryFileIdentity(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return {};
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
 LoadedPlugin::~LoadedPlugin() {
   Shutdown();
   std::lock_guard lock(MappingChangeMutex());  // dlclose unmaps the library: not while pages are released

@@ -68,6 +68,10 @@ inline bool RefusalStopsTheHost(const GroupConfig& group, const Status& refusal)
   return group.required || refusal.code() == Code::kInvalidArgument;
 }
 
+// What identifies the library file at `path` now (its device, inode, size and modification time), so that a new
+// build installed at the same path is told from the loaded one; empty when the file cannot be read.
+std::string LibraryFileIdentity(const std::string& path);
+
 // The TOML document a group receives: [host] node-wide settings and [group] its own keys.
 std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host);
 
