@@ -158,7 +158,7 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
     case HostKeyRule::kAbsolutePathOrStderr: {
       std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
       CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
-      bool ok = (!value.empty() && value[0] == '/') || (key.rule == HostKeyRule::kAbsolutePathIfSet && value.empty()) ||
+      bool ok = fs::path(value).is_absolute() || (key.rule == HostKeyRule::kAbsolutePathIfSet && value.empty()) ||
                 (key.rule == HostKeyRule::kAbsolutePathOrStderr && (value.empty() || value == "-"));
       if (!ok) return KeyError(source, *n, full, "must be an absolute path, not '" + value + "'");
       return Status::Ok();
@@ -167,7 +167,7 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
       std::vector<std::string>& value = c.*std::get<std::vector<std::string> HostConfig::*>(key.field);
       CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, t, "host", name, value));
       for (const auto& dir : value) {
-        if (dir.empty() || dir[0] != '/')
+        if (!fs::path(dir).is_absolute())
           return KeyError(source, *n, full, "must hold absolute paths, not '" + dir + "'");
       }
       return Status::Ok();
@@ -294,9 +294,9 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
     }
   }
   if (g.library.empty()) {
-    g.library = host.plugin_dir + "/libcsi-proxy-" + name + ".so";
-  } else if (g.library[0] != '/') {
-    g.library = host.plugin_dir + "/" + g.library;  // a bare file name lives in plugin_dir
+    g.library = (fs::path(host.plugin_dir) / GroupLibraryFileName(name)).string();
+  } else if (!fs::path(g.library).is_absolute()) {
+    g.library = (fs::path(host.plugin_dir) / g.library).string();  // a bare file name lives in plugin_dir
   }
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "workers", 1, 1024, g.workers));
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "max_queued_calls", 0, 100000, g.max_queued_calls));
@@ -353,15 +353,8 @@ StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& sourc
     if (!host->is_table()) return KeyError(source_name, *host, "host", "must be a table");
     CSI_PROXY_RETURN_IF_ERROR(ParseHostTable(source_name, *host->as_table(), config));
   }
-  if (config.admin_socket.empty()) {
-    std::string dir = config.endpoint_dir;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    config.admin_socket = dir + "-admin.sock";
-  }
-  if (config.plugin_dir.empty()) {
-    config.plugin_dir = (fs::path(executable_dir) / ".." / "lib" / "csi-proxy" / "plugins").lexically_normal();
-    if (config.plugin_dir.size() > 1 && config.plugin_dir.back() == '/') config.plugin_dir.pop_back();
-  }
+  if (config.admin_socket.empty()) config.admin_socket = DefaultAdminSocket(config.endpoint_dir);
+  if (config.plugin_dir.empty()) config.plugin_dir = DefaultPluginDir(executable_dir);
   if (const toml::node* groups = root.get("groups")) {
     const toml::table* gt = groups->as_table();
     if (gt == nullptr) return KeyError(source_name, *groups, "groups", "must be a table of [groups.<name>] tables");
@@ -400,12 +393,6 @@ StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& exec
   }
   close(fd);
   return ParseConfig(text, path, executable_dir);
-}
-
-std::string DefaultConfigPath(const std::string& executable_dir) {
-  fs::path prefix = fs::path(executable_dir).parent_path();
-  fs::path etc = prefix == "/usr" ? fs::path("/etc") : prefix / "etc";
-  return (etc / "csi-proxy" / "csi-proxy.toml").string();
 }
 
 }  // namespace csi_proxy::host

@@ -1,4 +1,4 @@
-// See system_accounts.h.
+// See system_accounts.h: users and groups from the system databases (getpwnam_r, getgrnam_r).
 #include "config/system_accounts.h"
 
 #include <grp.h>
