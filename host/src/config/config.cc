@@ -103,7 +103,7 @@ Status ReadIdArray(const std::string& source, const toml::table& t, const std::s
       }
       ids.push_back(static_cast<uint32_t>(*i));
     } else if (auto name = item.value_exact<std::string>(); name && !name->empty()) {
-      auto id = uids ? ResolveUser(*name) : StatusOr<uint32_t>(ResolveGroup(*name));
+      auto id = uids ? ResolveUser(*name) : ResolveGroup(*name);
       if (!id.ok()) {
         return KeyError(source, item, table_name + "." + key,
                         id.status().code() == Code::kNotFound
@@ -223,6 +223,7 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
     case HostKeyRule::kSystemGroup: {
       std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
       CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (value.empty()) return Status::Ok();  // the group the file is created with
       auto gid = ResolveGroup(value);
       if (!gid.ok()) return KeyError(source, *n, full, "must be a group name or gid: " + gid.status().message());
       return Status::Ok();

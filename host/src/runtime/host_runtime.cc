@@ -2,12 +2,8 @@
 #include "runtime/host_runtime.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -17,7 +13,7 @@
 #include "config/trusted_files.h"
 #include "observe/metrics.h"
 #include "runtime/reload_plan.h"
-#include "serving/unix_socket.h"
+#include "serving/endpoint_socket.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -29,16 +25,10 @@ void InParallel(size_t n, Fn fn) {
   for (auto& t : threads) t.join();
 }
 
-// The configured limits, within what the open-file limit allows (some descriptors stay for the groups' own work).
+// The configured limits, within what the process can hold open.
 ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
   ConnectionLimits limits;
-  limits.max_total = static_cast<size_t>(config.max_connections);
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
-    constexpr rlim_t kHeadroom = 128;
-    limits.max_total = std::min<size_t>(
-        limits.max_total, nofile.rlim_cur > 2 * kHeadroom ? nofile.rlim_cur - kHeadroom : nofile.rlim_cur / 2);
-  }
+  limits.max_total = ConnectionsTheProcessCanHold(static_cast<size_t>(config.max_connections));
   limits.max_per_uid = config.max_connections_per_uid > 0 ? static_cast<size_t>(config.max_connections_per_uid)
                                                           : std::max<size_t>(1, limits.max_total / 4);
   limits.max_per_uid = std::min(limits.max_per_uid, limits.max_total);
@@ -155,8 +145,7 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
     if (endpoints_.count(name)) continue;
     auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
-    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()),
-                           config_.idle_timeout);
+    failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
     endpoints_[name] = std::move(server);
     created.push_back(name);
@@ -168,7 +157,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     EndpointServer* server = endpoints_.at(name).get();
     if (std::find(created.begin(), created.end(), name) != created.end()) {
-      accept_loop_.Add(server->fd(), [server](int conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
+      accept_loop_.Add(*server->socket(),
+                       [server](Connection conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
     } else {
       server->Rebind(BindingOf(endpoint, runtime));
     }
@@ -184,7 +174,7 @@ void HostRuntime::Unserve(const GroupRuntime& runtime, const std::map<std::strin
       ++it;
       continue;
     }
-    accept_loop_.Remove(it->second->fd());
+    accept_loop_.Remove(*it->second->socket());
     it->second->CloseSocket();
     going.push_back(std::move(it->second));
     it = endpoints_.erase(it);
@@ -267,9 +257,12 @@ StartCheck HostRuntime::CheckStart(const HostConfig& config) {
 Status HostRuntime::Start(const HostConfig& config) {
   std::lock_guard lock(mu_);
   config_ = config;
-  auto gid = ResolveGroup(config.socket_group);
-  if (!gid.ok()) return gid.status().WithContext("socket_group");
-  socket_gid_ = *gid;
+  socket_access_.mode = config.socket_mode;
+  if (!config.socket_group.empty()) {
+    auto gid = ResolveGroup(config.socket_group);
+    if (!gid.ok()) return gid.status().WithContext("socket_group");
+    socket_access_.group = *gid;
+  }
   CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
   call_observers_.push_back(audit_);
   if (!config.metrics_address.empty()) {
@@ -286,9 +279,7 @@ Status HostRuntime::Start(const HostConfig& config) {
   }
   if (groups_.empty()) return FailedPrecondition("nothing to serve: no enabled group could be loaded");
   for (const auto& warning : PathWarnings(config)) spdlog::warn("{}", warning);
-  if (mkdir(config.endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
-  }
+  CSI_PROXY_RETURN_IF_ERROR(CreateEndpointDirectory(config.endpoint_dir));
   authorization_ = AuthorizationOf(config);
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
   CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));

@@ -14,6 +14,7 @@
 #include "observe/audit_log.h"
 #include "observe/metrics.h"
 #include "serving/endpoint_server.h"
+#include "serving/endpoint_socket.h"
 #include "serving/group_runtime.h"
 #include "serving/listeners.h"
 
@@ -131,8 +132,8 @@ class HostRuntime {
 
   mutable std::mutex mu_;  // one Start/Reload/Shutdown at a time; guards everything below
   HostConfig config_;
-  gid_t socket_gid_ = static_cast<gid_t>(-1);
-  Runtimes groups_;                                                   // by [groups.<name>]
+  SocketAccess socket_access_;  // who may connect to the endpoint sockets, as the start set it
+  Runtimes groups_;             // by [groups.<name>]
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
   std::vector<std::shared_ptr<CallObserver>> call_observers_;                  // every endpoint's (metrics, audit)
