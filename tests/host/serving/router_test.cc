@@ -80,11 +80,12 @@ class RouterTest : public ::testing::Test {
         EndpointBinding{&endpoint, std::move(dispatcher), 1024, {observer_}, std::move(authorization)});
   }
 
-  void Serve(std::shared_ptr<const EndpointBinding> binding) {
+  // Serves the router's registered methods and, unless `registered_only`, its generic service.
+  void Serve(std::shared_ptr<const EndpointBinding> binding, bool registered_only = false) {
     router_ = std::make_unique<Router>(std::move(binding), &peers_);
     grpc::ServerBuilder builder;
     builder.RegisterService(router_->methods());
-    builder.RegisterCallbackGenericService(router_->generic());
+    if (!registered_only) builder.RegisterCallbackGenericService(router_->generic());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     channel_ = server_->InProcessChannel(grpc::ChannelArguments());
@@ -117,6 +118,33 @@ TEST_F(RouterTest, AnAdmittedCallGetsItsHandlersAnswer) {
   EXPECT_EQ(dispatcher->dispatched, 1);
   EXPECT_EQ(observer_->started, 1);
   EXPECT_EQ(observer_->finished(), std::vector<csi_proxy_status_code>{CSI_PROXY_STATUS_OK});
+}
+
+// The registered methods use gRPC's internal API (router.cc pins the gRPC version): without the generic service
+// behind them, the methods of the binding the server was built with are still served, with their answers and
+// refusals, and gRPC itself knows no other path.
+TEST_F(RouterTest, TheRegisteredMethodsServeOnTheirOwn) {
+  Endpoint endpoint = EchoEndpoint({"Echo", "Fail"});
+  auto dispatcher = std::make_shared<FakeDispatcher>([](CallHandle call) {
+    if (call->info().method == "/v1.Echo/Fail") {
+      call->Complete(CSI_PROXY_STATUS_FAILED_PRECONDITION, "it failed", {});
+    } else {
+      call->Complete(CSI_PROXY_STATUS_OK, {}, "answer:" + std::string(call->request()));
+    }
+    return Status::Ok();
+  });
+  Serve(Binding(endpoint, dispatcher), /*registered_only=*/true);
+  std::string response;
+  grpc::Status ok = Call("/v1.Echo/Echo", std::string(1000, 'r'), &response);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(response, "answer:" + std::string(1000, 'r'));
+  grpc::Status failed = Call("/v1.Echo/Fail", "x");
+  EXPECT_EQ(failed.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(failed.error_message(), "it failed");
+  EXPECT_EQ(Call("/v1.Echo/Other", "x").error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(dispatcher->dispatched, 2);
+  EXPECT_EQ(observer_->finished(),
+            (std::vector<csi_proxy_status_code>{CSI_PROXY_STATUS_OK, CSI_PROXY_STATUS_FAILED_PRECONDITION}));
 }
 
 TEST_F(RouterTest, RefusesAnUnknownMethodBeforeTheCallerAndTheCallerBeforeTheSize) {
