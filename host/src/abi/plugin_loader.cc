@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <type_traits>
 
 #include "abi/abi_struct.h"
 
@@ -94,8 +95,8 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   auto library = SharedLibrary::Load(group.library);
   if (!library.ok()) return Refuse(group, Code::kFailedPrecondition, library.status().message());
   plugin->library_ = std::move(*library);
-  auto negotiate =
-      reinterpret_cast<csi_proxy_plugin_negotiate_fn>(plugin->library_->Symbol(CSI_PROXY_PLUGIN_ENTRY_SYMBOL));
+  csi_proxy_plugin_negotiate_fn negotiate =
+      plugin->library_->Function<std::remove_pointer_t<csi_proxy_plugin_negotiate_fn>>(CSI_PROXY_PLUGIN_ENTRY_SYMBOL);
   if (negotiate == nullptr) {
     return Refuse(group, Code::kFailedPrecondition,
                   "the library does not export " CSI_PROXY_PLUGIN_ENTRY_SYMBOL "; it is not a csi-proxy group library");

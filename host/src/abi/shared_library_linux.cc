@@ -1,4 +1,5 @@
-// See shared_library.h: dlopen, and a memfd copy when glibc would hand back the loaded library of the same path.
+// See shared_library.h: the private copy is a memfd (glibc matches loaded libraries by path and would hand back
+// the one already loaded), the loader's reason is dlerror(), a file's identity is stat(2)'s.
 #include "abi/shared_library.h"
 
 #include <dlfcn.h>
@@ -10,16 +11,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
-
-#include "abi/mapping_change.h"
 
 namespace csi_proxy::host {
-namespace {
 
-// Where to dlopen `path` from so that a second copy is really loaded: the path itself, or, when a library of
-// that name is loaded already, a memfd copy (glibc matches libraries by name and would return the loaded one).
-StatusOr<std::string> LoadablePath(const std::string& path, int& memfd_out) {
+StatusOr<std::string> PrivateLoadPath(const std::string& path, intptr_t& copy) {
   void* existing = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
   if (existing == nullptr) return path;
   dlclose(existing);
@@ -40,33 +35,18 @@ StatusOr<std::string> LoadablePath(const std::string& path, int& memfd_out) {
   if (memfd < 0) {
     return FailedPrecondition(std::string("cannot make a private copy of the library: ") + std::strerror(err));
   }
-  memfd_out = memfd;
+  copy = memfd;
   return "/proc/self/fd/" + std::to_string(memfd);
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<SharedLibrary>> SharedLibrary::Load(const std::string& path) {
-  std::unique_ptr<SharedLibrary> library(new SharedLibrary());
-  std::lock_guard lock(MappingChangeMutex());  // dlopen maps the library: not while pages are released
-  CSI_PROXY_ASSIGN_OR_RETURN(std::string load_path, LoadablePath(path, library->private_copy_));
-  library->handle_ = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library->handle_ == nullptr) {
-    const char* detail = dlerror();
-    return FailedPrecondition("cannot load the library: " + std::string(detail != nullptr ? detail : "dlopen failed"));
-  }
-  return library;
+void ReleasePrivateCopy(intptr_t copy) {
+  if (copy >= 0) close(static_cast<int>(copy));
 }
 
-SharedLibrary::~SharedLibrary() {
-  {
-    std::lock_guard lock(MappingChangeMutex());  // dlclose unmaps the library: not while pages are released
-    if (handle_ != nullptr) dlclose(handle_);
-  }
-  if (private_copy_ >= 0) close(private_copy_);
+std::string LastLoadError() {
+  const char* detail = dlerror();
+  return detail != nullptr ? detail : "";
 }
-
-void* SharedLibrary::Symbol(const char* name) const { return handle_ != nullptr ? dlsym(handle_, name) : nullptr; }
 
 std::string LibraryFileIdentity(const std::string& path) {
   struct stat st {};
