@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <boost/dll/runtime_symbol_info.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +18,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "config/default_paths.h"
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
 #include "observe/message_json.h"
 
@@ -35,7 +35,7 @@ struct Globals {
   int timeout_seconds = 60;
 };
 
-std::string ExeDir() { return boost::dll::program_location().parent_path().string(); }
+std::string ExeDir() { return csi_proxy::host::ExecutableDirectory(); }
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "csi-proxyctl: %s\n", message.c_str());

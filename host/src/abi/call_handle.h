@@ -16,16 +16,10 @@
 #include <string_view>
 #include <vector>
 
+#include "abi/peer_credentials.h"
 #include "csi_proxy/plugin_abi.h"
 
 namespace csi_proxy::host {
-
-struct PeerCredentials {
-  int64_t pid = -1;
-  int64_t uid = -1;
-  int64_t gid = -1;
-  std::vector<uint32_t> groups;  // supplementary gids (SO_PEERGROUPS), as at connect time
-};
 
 // Where a call's answer goes (the router's reactor). Answer is called at most once per call.
 class CallAnswerSink {

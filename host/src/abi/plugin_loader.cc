@@ -3,22 +3,15 @@
 
 #include "config/trusted_files.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/mman.h>
-#include <sys/sendfile.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <boost/dll/import.hpp>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <type_traits>
 
 #include "abi/abi_struct.h"
-#include "abi/mapping_change.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -69,42 +62,8 @@ std::string GroupConfigToml(const GroupConfig& group, const HostConfig& host) {
 
 LoadedPlugin::~LoadedPlugin() {
   Shutdown();
-  std::lock_guard lock(MappingChangeMutex());  // dlclose unmaps the library: not while pages are released
-  library_.unload();
+  library_.reset();  // unloaded after its shutdown, never before
 }
-
-LoadedPlugin::OwnedFd::~OwnedFd() {
-  if (fd >= 0) close(fd);
-}
-
-namespace {
-
-// Where to dlopen `path` from so that a second copy is really loaded: the path itself, or, when a library of
-// that name is loaded already, a memfd copy (glibc matches libraries by name and would return the loaded one).
-StatusOr<std::string> LoadablePath(const std::string& path, int& memfd_out) {
-  void* existing = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (existing == nullptr) return path;
-  dlclose(existing);
-  int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return Internal(std::string("cannot open the library: ") + std::strerror(errno));
-  struct stat st {};
-  int memfd = fstat(in, &st) == 0 ? memfd_create("csi-proxy-group-library", MFD_CLOEXEC) : -1;
-  off_t copied = 0;
-  while (memfd >= 0 && copied < st.st_size) {
-    ssize_t n = sendfile(memfd, in, &copied, static_cast<size_t>(st.st_size - copied));
-    if (n <= 0) {
-      close(memfd);
-      memfd = -1;
-    }
-  }
-  int err = errno;
-  close(in);
-  if (memfd < 0) return Internal(std::string("cannot make a private copy of the library: ") + std::strerror(err));
-  memfd_out = memfd;
-  return "/proc/self/fd/" + std::to_string(memfd);
-}
-
-}  // namespace
 
 void LoadedPlugin::Shutdown() {
   if (!initialized_) return;
@@ -133,23 +92,15 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->context_->versions = group.versions;
   plugin->context_->registry = &registry;
 
-  std::unique_lock mapping_lock(MappingChangeMutex());  // dlopen maps the library: not while pages are released
-  auto load_path = LoadablePath(group.library, plugin->private_copy_.fd);
-  if (!load_path.ok()) return Refuse(group, Code::kFailedPrecondition, load_path.status().message());
-  boost::dll::fs::error_code load_error;
-  plugin->library_.load(*load_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
-  mapping_lock.unlock();
-  if (load_error) {
-    const char* detail = dlerror();
-    return Refuse(group, Code::kFailedPrecondition,
-                  "cannot load the library: " + (detail ? std::string(detail) : load_error.message()));
-  }
-  if (!plugin->library_.has(CSI_PROXY_PLUGIN_ENTRY_SYMBOL)) {
+  auto library = SharedLibrary::Load(group.library);
+  if (!library.ok()) return Refuse(group, Code::kFailedPrecondition, library.status().message());
+  plugin->library_ = std::move(*library);
+  csi_proxy_plugin_negotiate_fn negotiate =
+      plugin->library_->Function<std::remove_pointer_t<csi_proxy_plugin_negotiate_fn>>(CSI_PROXY_PLUGIN_ENTRY_SYMBOL);
+  if (negotiate == nullptr) {
     return Refuse(group, Code::kFailedPrecondition,
                   "the library does not export " CSI_PROXY_PLUGIN_ENTRY_SYMBOL "; it is not a csi-proxy group library");
   }
-  auto negotiate = plugin->library_.get<csi_proxy_status_code(const csi_proxy_host_offer*, csi_proxy_plugin_answer*)>(
-      CSI_PROXY_PLUGIN_ENTRY_SYMBOL);
 
   csi_proxy_host_offer offer{sizeof offer, kAbiVersionMin, kAbiVersionMax, CSI_PROXY_HOST_VERSION};
   csi_proxy_plugin_answer answer{};

@@ -2,13 +2,12 @@
 // Every refusal is one sentence that names the group, the file and the reason.
 #pragma once
 
-#include <boost/dll/shared_library.hpp>
-
 #include <memory>
 #include <string>
 
 #include "abi/endpoint_registry.h"
 #include "abi/host_context.h"
+#include "abi/shared_library.h"
 #include "config/config.h"
 
 namespace csi_proxy::host {
@@ -38,13 +37,7 @@ class LoadedPlugin {
 
  private:
   friend StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig&, const HostConfig&, EndpointRegistry&);
-  // A memfd holding a private copy of the library when the same file is already loaded (an upgrade at the same
-  // path: dlopen would hand back the loaded copy). Closed after the library is unloaded.
-  struct OwnedFd {
-    int fd = -1;
-    ~OwnedFd();
-  } private_copy_;
-  boost::dll::shared_library library_;
+  std::unique_ptr<SharedLibrary> library_;
   std::string config_name_;
   std::string plugin_version_;
   uint32_t abi_version_ = 0;

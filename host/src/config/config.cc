@@ -1,12 +1,14 @@
 // Parses and validates the host configuration; every error names the key and the line it is on.
 #include "config/config.h"
 
+#include "config/host_keys.h"
 #include "config/system_accounts.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -101,7 +103,7 @@ Status ReadIdArray(const std::string& source, const toml::table& t, const std::s
       }
       ids.push_back(static_cast<uint32_t>(*i));
     } else if (auto name = item.value_exact<std::string>(); name && !name->empty()) {
-      auto id = uids ? ResolveUser(*name) : StatusOr<uint32_t>(ResolveGroup(*name));
+      auto id = uids ? ResolveUser(*name) : ResolveGroup(*name);
       if (!id.ok()) {
         return KeyError(source, item, table_name + "." + key,
                         id.status().code() == Code::kNotFound
@@ -125,14 +127,6 @@ Status ReadAccessLists(const std::string& source, const toml::table& t, const st
   return ReadIdArray(source, t, table_name, "read_only_gids", out.read_only_gids);
 }
 
-Status RequireAbsolute(const std::string& source, const toml::table& t, const std::string& key,
-                       const std::string& value) {
-  if (!value.empty() && value[0] == '/') return Status::Ok();
-  const toml::node* n = t.get(key);
-  return n != nullptr ? KeyError(source, *n, "host." + key, "must be an absolute path, not '" + value + "'")
-                      : InvalidArgument(source + ": host." + key + " must be an absolute path");
-}
-
 }  // namespace
 
 bool IsValidMetricsAddress(const std::string& address) {
@@ -152,117 +146,114 @@ bool IsValidMetricsAddress(const std::string& address) {
 
 namespace {
 
-Status ParseHostTable(const std::string& source, const toml::table& t, HostConfig& c) {
-  static const std::set<std::string> kKnown = {"endpoint_dir",
-                                               "admin_socket",
-                                               "plugin_dir",
-                                               "kubelet_path",
-                                               "working_dirs",
-                                               "state_dir",
-                                               "log_level",
-                                               "log_format",
-                                               "audit_log",
-                                               "workers",
-                                               "socket_mode",
-                                               "socket_group",
-                                               "shutdown_timeout_seconds",
-                                               "max_connections",
-                                               "max_connections_per_uid",
-                                               "max_connections_per_endpoint",
-                                               "handshake_timeout_seconds",
-                                               "idle_timeout_seconds",
-                                               "allowed_uids",
-                                               "allowed_gids",
-                                               "read_only_uids",
-                                               "read_only_gids",
-                                               "metrics_address"};
-  for (const auto& [key, node] : t) {
-    if (!kKnown.count(std::string(key.str()))) {
-      return KeyError(source, node, "host." + std::string(key.str()), "is not a known key");
+// Reads `key` of [host] into `c`, by its rule; an absent key leaves the default.
+Status ReadHostKey(const std::string& source, const toml::table& t, const HostKey& key, HostConfig& c) {
+  const std::string name(key.name);
+  const toml::node* n = t.get(name);
+  if (n == nullptr) return Status::Ok();
+  const std::string full = "host." + name;
+  switch (key.rule) {
+    case HostKeyRule::kAbsolutePath:
+    case HostKeyRule::kAbsolutePathIfSet:
+    case HostKeyRule::kAbsolutePathOrStderr: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      bool ok = fs::path(value).is_absolute() || (key.rule == HostKeyRule::kAbsolutePathIfSet && value.empty()) ||
+                (key.rule == HostKeyRule::kAbsolutePathOrStderr && (value.empty() || value == "-"));
+      if (!ok) return KeyError(source, *n, full, "must be an absolute path, not '" + value + "'");
+      return Status::Ok();
+    }
+    case HostKeyRule::kAbsolutePaths: {
+      std::vector<std::string>& value = c.*std::get<std::vector<std::string> HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, t, "host", name, value));
+      for (const auto& dir : value) {
+        if (!fs::path(dir).is_absolute())
+          return KeyError(source, *n, full, "must hold absolute paths, not '" + dir + "'");
+      }
+      return Status::Ok();
+    }
+    case HostKeyRule::kLogLevel: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (!IsValidLogLevel(value)) {
+        return KeyError(source, *n, full,
+                        "must be one of trace, debug, info, warn (or warning), error, not '" + value + "'");
+      }
+      return Status::Ok();
+    }
+    case HostKeyRule::kLogFormat: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (value != "text" && value != "json")
+        return KeyError(source, *n, full, "must be text or json, not '" + value + "'");
+      return Status::Ok();
+    }
+    case HostKeyRule::kInteger:
+      return ReadInt(source, t, "host", name, key.min, key.max, c.*std::get<int HostConfig::*>(key.field));
+    case HostKeyRule::kSeconds: {
+      auto v = n->value_exact<int64_t>();
+      if (!v || *v < key.min || *v > key.max) {
+        return KeyError(source, *n, full,
+                        "must be an integer from " + std::to_string(key.min) + " to " + std::to_string(key.max));
+      }
+      std::visit(
+          [&](auto member) {
+            if constexpr (std::is_same_v<decltype(member), std::chrono::seconds HostConfig::*> ||
+                          std::is_same_v<decltype(member), std::chrono::milliseconds HostConfig::*>) {
+              c.*member = std::chrono::seconds(*v);
+            }
+          },
+          key.field);
+      return Status::Ok();
+    }
+    case HostKeyRule::kOctalMode: {
+      // An integer (TOML's 0o660) or an octal string ("0660").
+      int64_t mode = -1;
+      if (auto i = n->value_exact<int64_t>()) {
+        mode = *i;
+      } else if (auto s = n->value_exact<std::string>();
+                 s && !s->empty() && s->size() <= 4 && s->find_first_not_of("01234567") == std::string::npos) {
+        mode = std::stoll(*s, nullptr, 8);
+      }
+      if (mode < 0 || mode > 0777)
+        return KeyError(source, *n, full, "must be an octal permission such as 0o660 or \"0660\"");
+      c.*std::get<uint32_t HostConfig::*>(key.field) = static_cast<uint32_t>(mode);
+      return Status::Ok();
+    }
+    case HostKeyRule::kSystemGroup: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (value.empty()) return Status::Ok();  // the group the file is created with
+      auto gid = ResolveGroup(value);
+      if (!gid.ok()) return KeyError(source, *n, full, "must be a group name or gid: " + gid.status().message());
+      return Status::Ok();
+    }
+    case HostKeyRule::kIdList:
+      return ReadIdArray(source, t, "host", name,
+                         c.access.*std::get<std::optional<std::vector<uint32_t>> AccessLists::*>(key.field));
+    case HostKeyRule::kMetricsAddress: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (!value.empty() && !IsValidMetricsAddress(value)) {
+        return KeyError(source, *n, full,
+                        "must be IP:PORT (\"127.0.0.1:9180\", \"[::1]:9180\"), not '" + value +
+                            "' (no host names; no Unix socket: Debian's civetweb is built without them)");
+      }
+      return Status::Ok();
     }
   }
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "endpoint_dir", c.endpoint_dir));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "admin_socket", c.admin_socket));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "plugin_dir", c.plugin_dir));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "kubelet_path", c.kubelet_path));
-  CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, t, "host", "working_dirs", c.working_dirs));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "state_dir", c.state_dir));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "log_level", c.log_level));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "log_format", c.log_format));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "audit_log", c.audit_log));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "socket_group", c.socket_group));
-  CSI_PROXY_RETURN_IF_ERROR(ReadAccessLists(source, t, "host", c.access));
-  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", "metrics_address", c.metrics_address));
-  if (!c.metrics_address.empty() && !IsValidMetricsAddress(c.metrics_address)) {
-    return KeyError(source, *t.get("metrics_address"), "host.metrics_address",
-                    "must be IP:PORT (\"127.0.0.1:9180\", \"[::1]:9180\"), not '" + c.metrics_address +
-                        "' (no host names; no Unix socket: Debian's civetweb is built without them)");
-  }
+  return Status::Ok();
+}
 
-  for (const char* key : {"endpoint_dir", "kubelet_path", "state_dir"}) {
-    std::string value = key == std::string("endpoint_dir")   ? c.endpoint_dir
-                        : key == std::string("kubelet_path") ? c.kubelet_path
-                                                             : c.state_dir;
-    CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, key, value));
-  }
-  if (!c.plugin_dir.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "plugin_dir", c.plugin_dir));
-  if (!c.admin_socket.empty()) CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "admin_socket", c.admin_socket));
-  if (!c.audit_log.empty() && c.audit_log != "-") {
-    CSI_PROXY_RETURN_IF_ERROR(RequireAbsolute(source, t, "audit_log", c.audit_log));
-  }
-  if (c.log_format != "text" && c.log_format != "json") {
-    return KeyError(source, *t.get("log_format"), "host.log_format",
-                    "must be text or json, not '" + c.log_format + "'");
-  }
-  for (const auto& dir : c.working_dirs) {
-    if (dir.empty() || dir[0] != '/') {
-      return KeyError(source, *t.get("working_dirs"), "host.working_dirs",
-                      "must hold absolute paths, not '" + dir + "'");
+Status ParseHostTable(const std::string& source, const toml::table& t, HostConfig& c) {
+  const auto keys = HostKeys();
+  for (const auto& [key, node] : t) {
+    const std::string_view name = key.str();
+    if (std::none_of(keys.begin(), keys.end(), [name](const HostKey& k) { return k.name == name; })) {
+      return KeyError(source, node, "host." + std::string(name), "is not a known key");
     }
   }
-  if (const toml::node* n = t.get("socket_group")) {
-    auto gid = ResolveGroup(c.socket_group);
-    if (!gid.ok()) {
-      return KeyError(source, *n, "host.socket_group", "must be a group name or gid: " + gid.status().message());
-    }
-  }
-  if (!IsValidLogLevel(c.log_level)) {
-    return KeyError(source, *t.get("log_level"), "host.log_level",
-                    "must be one of trace, debug, info, warn (or warning), error, not '" + c.log_level + "'");
-  }
-  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "workers", 1, 1024, c.workers));
-  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "max_connections", 16, 1000000, c.max_connections));
-  CSI_PROXY_RETURN_IF_ERROR(
-      ReadInt(source, t, "host", "max_connections_per_uid", 1, 1000000, c.max_connections_per_uid));
-  CSI_PROXY_RETURN_IF_ERROR(
-      ReadInt(source, t, "host", "max_connections_per_endpoint", 1, 1000000, c.max_connections_per_endpoint));
-  int handshake = static_cast<int>(c.handshake_timeout.count());
-  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "handshake_timeout_seconds", 1, 3600, handshake));
-  c.handshake_timeout = std::chrono::seconds(handshake);
-  int idle = static_cast<int>(c.idle_timeout.count());
-  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, t, "host", "idle_timeout_seconds", 1, 7 * 24 * 3600, idle));
-  c.idle_timeout = std::chrono::seconds(idle);
-  if (const toml::node* n = t.get("shutdown_timeout_seconds")) {
-    auto v = n->value_exact<int64_t>();
-    if (!v || *v < 0 || *v > 3600) {
-      return KeyError(source, *n, "host.shutdown_timeout_seconds", "must be an integer from 0 to 3600");
-    }
-    c.shutdown_timeout = std::chrono::seconds(*v);
-  }
-  if (const toml::node* n = t.get("socket_mode")) {
-    // An integer (TOML's 0o660) or an octal string ("0660").
-    int64_t mode = -1;
-    if (auto i = n->value_exact<int64_t>()) {
-      mode = *i;
-    } else if (auto s = n->value_exact<std::string>();
-               s && !s->empty() && s->size() <= 4 && s->find_first_not_of("01234567") == std::string::npos) {
-      mode = std::stoll(*s, nullptr, 8);
-    }
-    if (mode < 0 || mode > 0777) {
-      return KeyError(source, *n, "host.socket_mode", "must be an octal permission such as 0o660 or \"0660\"");
-    }
-    c.socket_mode = static_cast<uint32_t>(mode);
-  }
+  for (const HostKey& key : HostKeys()) CSI_PROXY_RETURN_IF_ERROR(ReadHostKey(source, t, key, c));
   return Status::Ok();
 }
 
@@ -304,9 +295,9 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
     }
   }
   if (g.library.empty()) {
-    g.library = host.plugin_dir + "/libcsi-proxy-" + name + ".so";
-  } else if (g.library[0] != '/') {
-    g.library = host.plugin_dir + "/" + g.library;  // a bare file name lives in plugin_dir
+    g.library = (fs::path(host.plugin_dir) / GroupLibraryFileName(name)).string();
+  } else if (!fs::path(g.library).is_absolute()) {
+    g.library = (fs::path(host.plugin_dir) / g.library).string();  // a bare file name lives in plugin_dir
   }
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "workers", 1, 1024, g.workers));
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "max_queued_calls", 0, 100000, g.max_queued_calls));
@@ -363,15 +354,8 @@ StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& sourc
     if (!host->is_table()) return KeyError(source_name, *host, "host", "must be a table");
     CSI_PROXY_RETURN_IF_ERROR(ParseHostTable(source_name, *host->as_table(), config));
   }
-  if (config.admin_socket.empty()) {
-    std::string dir = config.endpoint_dir;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    config.admin_socket = dir + "-admin.sock";
-  }
-  if (config.plugin_dir.empty()) {
-    config.plugin_dir = (fs::path(executable_dir) / ".." / "lib" / "csi-proxy" / "plugins").lexically_normal();
-    if (config.plugin_dir.size() > 1 && config.plugin_dir.back() == '/') config.plugin_dir.pop_back();
-  }
+  if (config.admin_socket.empty()) config.admin_socket = DefaultAdminSocket(config.endpoint_dir);
+  if (config.plugin_dir.empty()) config.plugin_dir = DefaultPluginDir(executable_dir);
   if (const toml::node* groups = root.get("groups")) {
     const toml::table* gt = groups->as_table();
     if (gt == nullptr) return KeyError(source_name, *groups, "groups", "must be a table of [groups.<name>] tables");
@@ -410,12 +394,6 @@ StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& exec
   }
   close(fd);
   return ParseConfig(text, path, executable_dir);
-}
-
-std::string DefaultConfigPath(const std::string& executable_dir) {
-  fs::path prefix = fs::path(executable_dir).parent_path();
-  fs::path etc = prefix == "/usr" ? fs::path("/etc") : prefix / "etc";
-  return (etc / "csi-proxy" / "csi-proxy.toml").string();
 }
 
 }  // namespace csi_proxy::host

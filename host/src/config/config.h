@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "config/access_lists.h"
+#include "config/default_paths.h"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
@@ -33,12 +34,12 @@ struct GroupConfig {
 };
 
 struct HostConfig {
-  std::string endpoint_dir = "/run/csi-proxy";
+  std::string endpoint_dir = DefaultEndpointDir();
   std::string admin_socket;  // the root-only admin socket; default <endpoint_dir>-admin.sock, beside the directory
   std::string plugin_dir;    // absolute; defaults to ../lib/csi-proxy/plugins beside the executable
-  std::string kubelet_path = "/var/lib/kubelet";
+  std::string kubelet_path = DefaultKubeletPath();
   std::vector<std::string> working_dirs;
-  std::string state_dir = "/var/lib/csi-proxy";
+  std::string state_dir = DefaultStateDir();
   std::string log_level = "info";
   std::string log_format = "text";  // "text" or "json" (JSON lines), for the log and the audit log
   std::string audit_log;            // an absolute file path, "-" (standard error) or empty (no audit log)
@@ -61,11 +62,6 @@ struct HostConfig {
 // Reads and validates a configuration file. `executable_dir` anchors the default plugin_dir.
 // Errors name the file, the key and the line.
 StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir);
-
-// The configuration of an installed tree when no --config is given: <prefix>/etc/csi-proxy/csi-proxy.toml, where
-// <prefix> is the executable's parent directory; a /usr install keeps it in /etc (where `cmake --install --prefix
-// /usr` and the .deb put it).
-std::string DefaultConfigPath(const std::string& executable_dir);
 
 // The same, from text (tests and --check-config use it); `source_name` appears in error messages.
 StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,

@@ -2,8 +2,6 @@
 // the endpoints' socket group by name or by number, resolved when the configuration is read.
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <string>
 
@@ -14,7 +12,8 @@ namespace csi_proxy::host {
 // The uid of the user `name`; NOT_FOUND when there is none.
 StatusOr<uint32_t> ResolveUser(const std::string& name);
 
-// Resolves a group name or a numeric gid; empty gives -1 (leave unchanged).
-StatusOr<gid_t> ResolveGroup(const std::string& name_or_gid);
+// The gid of a group name or a numeric gid: INVALID_ARGUMENT for a number out of range, NOT_FOUND for a name the
+// system does not know.
+StatusOr<uint32_t> ResolveGroup(const std::string& name_or_gid);
 
 }  // namespace csi_proxy::host

@@ -2,10 +2,7 @@
 #include "runtime/admin_server.h"
 
 #include <grpcpp/server_builder.h>
-#include <grpcpp/server_posix.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -14,7 +11,7 @@
 #include <vector>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
-#include "serving/unix_socket.h"
+#include "serving/connection.h"
 
 namespace csi_proxy::host {
 
@@ -139,26 +136,20 @@ AdminServer::AdminServer(HostRuntime& runtime, std::string config_path, std::fun
 AdminServer::~AdminServer() { Stop(); }
 
 Status AdminServer::Start(const std::string& socket_path) {
-  CSI_PROXY_ASSIGN_OR_RETURN(fd_, ListenUnixSocket(socket_path, 0600, static_cast<gid_t>(-1)));
-  path_ = socket_path;
+  CSI_PROXY_ASSIGN_OR_RETURN(socket_, ListeningSocket::Listen(socket_path, SocketAccess{0600, std::nullopt}));
   grpc::ServerBuilder builder;
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_) return Internal("cannot start the admin server on " + socket_path);
   CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start());
-  accept_loop_.Add(fd_, [server = server_.get()](int conn, const PeerCredentials&) {
-    grpc::AddInsecureChannelFromFd(server, conn);
-  });
+  accept_loop_.Add(
+      *socket_, [server = server_.get()](Connection conn, const PeerCredentials&) { AdoptConnection(*server, conn); });
   return Status::Ok();
 }
 
 void AdminServer::Stop() {
   accept_loop_.Stop();
-  if (fd_ >= 0) {
-    close(fd_);
-    unlink(path_.c_str());
-    fd_ = -1;
-  }
+  socket_.reset();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "runtime/host_runtime.h"
+#include "serving/endpoint_socket.h"
 #include "serving/listeners.h"
 
 namespace csi_proxy::host {
@@ -29,8 +30,7 @@ class AdminServer {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   AcceptLoop accept_loop_;
-  std::string path_;
-  int fd_ = -1;
+  std::unique_ptr<ListeningSocket> socket_;
 };
 
 }  // namespace csi_proxy::host

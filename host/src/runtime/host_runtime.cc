@@ -2,20 +2,18 @@
 #include "runtime/host_runtime.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
 
+#include "config/host_keys.h"
 #include "config/system_accounts.h"
 #include "config/trusted_files.h"
 #include "observe/metrics.h"
-#include "serving/unix_socket.h"
+#include "runtime/reload_plan.h"
+#include "serving/endpoint_socket.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -27,16 +25,10 @@ void InParallel(size_t n, Fn fn) {
   for (auto& t : threads) t.join();
 }
 
-// The configured limits, within what the open-file limit allows (some descriptors stay for the groups' own work).
+// The configured limits, within what the process can hold open.
 ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
   ConnectionLimits limits;
-  limits.max_total = static_cast<size_t>(config.max_connections);
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
-    constexpr rlim_t kHeadroom = 128;
-    limits.max_total = std::min<size_t>(
-        limits.max_total, nofile.rlim_cur > 2 * kHeadroom ? nofile.rlim_cur - kHeadroom : nofile.rlim_cur / 2);
-  }
+  limits.max_total = ConnectionsTheProcessCanHold(static_cast<size_t>(config.max_connections));
   limits.max_per_uid = config.max_connections_per_uid > 0 ? static_cast<size_t>(config.max_connections_per_uid)
                                                           : std::max<size_t>(1, limits.max_total / 4);
   limits.max_per_uid = std::min(limits.max_per_uid, limits.max_total);
@@ -153,8 +145,7 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
     if (endpoints_.count(name)) continue;
     auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
-    failed = server->Start(config_.socket_mode, socket_gid_, static_cast<int>(runtime->max_request_bytes()),
-                           config_.idle_timeout);
+    failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
     endpoints_[name] = std::move(server);
     created.push_back(name);
@@ -166,7 +157,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     EndpointServer* server = endpoints_.at(name).get();
     if (std::find(created.begin(), created.end(), name) != created.end()) {
-      accept_loop_.Add(server->fd(), [server](int conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
+      accept_loop_.Add(*server->socket(),
+                       [server](Connection conn, const PeerCredentials& peer) { server->Adopt(conn, peer); });
     } else {
       server->Rebind(BindingOf(endpoint, runtime));
     }
@@ -182,7 +174,7 @@ void HostRuntime::Unserve(const GroupRuntime& runtime, const std::map<std::strin
       ++it;
       continue;
     }
-    accept_loop_.Remove(it->second->fd());
+    accept_loop_.Remove(*it->second->socket());
     it->second->CloseSocket();
     going.push_back(std::move(it->second));
     it = endpoints_.erase(it);
@@ -205,36 +197,31 @@ std::vector<std::string> HostRuntime::StopAll(const std::vector<std::shared_ptr<
   return lines;
 }
 
-Status HostRuntime::Start(const HostConfig& config) {
-  std::lock_guard lock(mu_);
-  config_ = config;
-  auto gid = ResolveGroup(config.socket_group);
-  if (!gid.ok()) return gid.status().WithContext("socket_group");
-  socket_gid_ = *gid;
-  CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
-  call_observers_.push_back(audit_);
-  if (!config.metrics_address.empty()) {
-    auto metrics = Metrics::Start(config.metrics_address);
-    if (!metrics.ok()) return metrics.status();
-    metrics_ = std::move(*metrics);
-    spdlog::info("metrics on http://{}/metrics", config.metrics_address);
-  }
+HostRuntime::LoadedGroups HostRuntime::LoadGroups(const HostConfig& config, bool keep_going) {
+  LoadedGroups out;
   for (const auto& group : config.groups) {
     if (!group.enabled) {
       spdlog::info("group '{}' is disabled in the configuration", group.name);
       continue;
     }
-    auto runtime = GroupRuntime::Load(group, config, RegistryOf(groups_, ""));
+    auto runtime = GroupRuntime::Load(group, config, RegistryOf(out.groups, ""));
     if (!runtime.ok()) {
+      const std::string& why = runtime.status().message();
       bool fatal = RefusalStopsTheHost(group, runtime.status());
-      spdlog::error(
-          "{}{}", runtime.status().message(),
-          fatal ? (group.required ? " (required: refusing to start)" : " (a configuration error: refusing to start)")
-                : " (skipped)");
-      if (fatal) {
-        return Status(runtime.status().code(), std::string(group.required ? "required " : "") + "group '" + group.name +
-                                                   "' failed to load: " + runtime.status().message());
+      if (keep_going) {
+        spdlog::error("{}{}", why, fatal ? " (a start would be refused)" : " (would be skipped)");
+      } else {
+        spdlog::error(
+            "{}{}", why,
+            fatal ? (group.required ? " (required: refusing to start)" : " (a configuration error: refusing to start)")
+                  : " (skipped)");
       }
+      (fatal ? out.refused : out.skipped).push_back(why);
+      if (fatal && out.fatal.ok()) {
+        out.fatal = Status(runtime.status().code(), std::string(group.required ? "required " : "") + "group '" +
+                                                        group.name + "' failed to load: " + why);
+      }
+      if (fatal && !keep_going) break;
       continue;
     }
     const LoadedPlugin& p = (*runtime)->plugin();
@@ -243,14 +230,56 @@ Status HostRuntime::Start(const HostConfig& config) {
     for (const auto& v : p.skipped_versions()) {
       spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
     }
-    if (metrics_) metrics_->Track(*runtime);
-    groups_[group.name] = std::move(*runtime);
+    out.groups[group.name] = std::move(*runtime);
+  }
+  return out;
+}
+
+StartCheck HostRuntime::CheckStart(const HostConfig& config) {
+  LoadedGroups loaded = LoadGroups(config, /*keep_going=*/true);
+  StartCheck check;
+  for (const auto& [name, runtime] : loaded.groups) {
+    for (const auto& [endpoint_name, endpoint] : runtime->endpoints()) check.endpoints[endpoint_name] = endpoint;
+  }
+  check.skipped = std::move(loaded.skipped);
+  check.refused = std::move(loaded.refused);
+  if (check.endpoints.empty()) check.refused.push_back("nothing would be served");
+  if (Status dir = CheckEndpointDirectory(config); !dir.ok()) check.refused.push_back(dir.message());
+  check.warnings = PathWarnings(config);
+  // Shut the libraries down as a shutdown does: in the reverse of the order they were loaded in.
+  std::vector<std::shared_ptr<GroupRuntime>> all;
+  for (auto it = loaded.groups.rbegin(); it != loaded.groups.rend(); ++it) all.push_back(it->second);
+  loaded.groups.clear();
+  StopAll(all, std::chrono::steady_clock::now());
+  return check;
+}
+
+Status HostRuntime::Start(const HostConfig& config) {
+  std::lock_guard lock(mu_);
+  config_ = config;
+  socket_access_.mode = config.socket_mode;
+  if (!config.socket_group.empty()) {
+    auto gid = ResolveGroup(config.socket_group);
+    if (!gid.ok()) return gid.status().WithContext("socket_group");
+    socket_access_.group = *gid;
+  }
+  CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
+  call_observers_.push_back(audit_);
+  if (!config.metrics_address.empty()) {
+    auto metrics = Metrics::Start(config.metrics_address);
+    if (!metrics.ok()) return metrics.status();
+    metrics_ = std::move(*metrics);
+    spdlog::info("metrics on http://{}/metrics", config.metrics_address);
+  }
+  LoadedGroups loaded = LoadGroups(config, /*keep_going=*/false);
+  groups_ = std::move(loaded.groups);  // the shutdown unloads what did load, should the start fail
+  if (!loaded.fatal.ok()) return loaded.fatal;
+  if (metrics_) {
+    for (const auto& [name, runtime] : groups_) metrics_->Track(runtime);
   }
   if (groups_.empty()) return FailedPrecondition("nothing to serve: no enabled group could be loaded");
   for (const auto& warning : PathWarnings(config)) spdlog::warn("{}", warning);
-  if (mkdir(config.endpoint_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Internal("cannot create endpoint_dir " + config.endpoint_dir + ": " + std::strerror(errno));
-  }
+  CSI_PROXY_RETURN_IF_ERROR(CreateEndpointDirectory(config.endpoint_dir));
   authorization_ = AuthorizationOf(config);
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
   CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));
@@ -275,87 +304,52 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     if (metrics_) metrics_->CountReload("refused");
     return report;
   }
-  // Sockets are never re-created by a reload: their place and permissions stay as the host started with them.
-  HostConfig next = *loaded;
-  if (next.endpoint_dir != config_.endpoint_dir || next.socket_mode != config_.socket_mode ||
-      next.socket_group != config_.socket_group) {
-    report.notes.push_back("endpoint_dir, socket_mode and socket_group take effect at the next start");
-    next.endpoint_dir = config_.endpoint_dir;
-    next.socket_mode = config_.socket_mode;
-    next.socket_group = config_.socket_group;
+  std::map<std::string, std::string> instances;
+  for (const auto& [name, runtime] : groups_) instances[name] = runtime->fingerprint();
+  std::map<std::string, std::string> identities;
+  for (const auto& g : loaded->groups) {
+    if (g.enabled) identities[g.library] = LibraryFileIdentity(g.library);
   }
-  // The accept loop's limits are set once; endpoints created by a reload keep the idle timeout of the others.
-  if (next.max_connections != config_.max_connections ||
-      next.max_connections_per_uid != config_.max_connections_per_uid ||
-      next.max_connections_per_endpoint != config_.max_connections_per_endpoint ||
-      next.handshake_timeout != config_.handshake_timeout || next.idle_timeout != config_.idle_timeout) {
-    report.notes.push_back("the connection limits and timeouts take effect at the next start");
-    next.max_connections = config_.max_connections;
-    next.max_connections_per_uid = config_.max_connections_per_uid;
-    next.max_connections_per_endpoint = config_.max_connections_per_endpoint;
-    next.handshake_timeout = config_.handshake_timeout;
-    next.idle_timeout = config_.idle_timeout;
+  ReloadPlan plan = PlanReload(config_, *loaded, instances, identities);
+  HostConfig& next = plan.config;
+  report.notes = plan.notes;
+
+  // [host] keys that apply now. The audit log is reopened at every reload, so that logrotate can move the file.
+  for (const std::string& key : plan.host_keys_now) {
+    if (key == "log_level") spdlog::set_level(spdlog::level::from_str(next.log_level));
   }
-  if (next.log_level != config_.log_level) {
-    spdlog::set_level(spdlog::level::from_str(next.log_level));
-    report.applied.push_back("log_level " + next.log_level);
-  }
-  // Reopened at every reload, so that logrotate can move the file and send SIGHUP.
-  if (Status s = audit_->Open(next.audit_log, next.log_format == "json"); !s.ok()) {
-    report.refused.push_back(s.message() + " (the audit log stays as it was)");
+  Status audit = audit_->Open(next.audit_log, next.log_format == "json");
+  if (!audit.ok()) {
+    report.refused.push_back(audit.message() + " (the audit log stays as it was)");
     next.audit_log = config_.audit_log;
-  } else if (next.audit_log != config_.audit_log) {
-    report.applied.push_back("audit_log " + (next.audit_log.empty() ? std::string("off") : next.audit_log));
   }
-  if (next.log_format != config_.log_format) {
-    report.notes.push_back("log_format takes effect for the host log at the next start (the audit log follows it now)");
-  }
-  if (next.shutdown_timeout != config_.shutdown_timeout) {
-    report.applied.push_back("shutdown_timeout_seconds " + std::to_string(next.shutdown_timeout.count() / 1000));
+  for (const HostKey& key : HostKeys()) {
+    if (std::find(plan.host_keys_now.begin(), plan.host_keys_now.end(), key.name) == plan.host_keys_now.end()) continue;
+    if (key.name == "audit_log" && !audit.ok()) continue;
+    report.applied.push_back(std::string(key.name) + " " + HostKeyValueText(key, next));
   }
 
-  // What changes, group by group.
-  std::map<std::string, const GroupConfig*> wanted;
-  for (const auto& g : next.groups) {
-    if (g.enabled) wanted[g.name] = &g;
-  }
-  std::vector<std::shared_ptr<GroupRuntime>> removed;
-  std::vector<const GroupConfig*> to_load;
-  for (const auto& [name, runtime] : groups_) {
-    auto it = wanted.find(name);
-    if (it == wanted.end()) {
-      removed.push_back(runtime);
-    } else if (GroupRuntime::Fingerprint(*it->second, next) != runtime->fingerprint()) {
-      to_load.push_back(it->second);
-    } else {
-      runtime->set_required(it->second->required);
-    }
-  }
-  for (const auto& [name, g] : wanted) {
-    if (!groups_.count(name)) to_load.push_back(g);
-  }
-  if (next.metrics_address != config_.metrics_address) {
-    report.notes.push_back("metrics_address takes effect at the next start");
-    next.metrics_address = config_.metrics_address;
-  }
-  // A group being reloaded does not serve (health) until its old instance has drained.
-  for (const GroupConfig* g : to_load) {
-    if (auto old = groups_.find(g->name); old != groups_.end()) {
-      old->second->set_state(GroupRuntime::State::kReloading);
-      SetHealth(*old->second, false);
-    }
+  // A group being replaced does not serve (health) until its old instance has drained.
+  for (const std::string& name : plan.replace) {
+    groups_.at(name)->set_state(GroupRuntime::State::kReloading);
+    SetHealth(*groups_.at(name), false);
   }
 
   // Load the new instances beside the old ones; a failure leaves that group as it was.
+  std::map<std::string, const GroupConfig*> configs;
+  for (const auto& g : next.groups) configs[g.name] = &g;
   Runtimes after = groups_;
-  for (const auto& runtime : removed) after.erase(runtime->name());
+  for (const std::string& name : plan.remove) after.erase(name);
   std::map<std::string, std::shared_ptr<GroupRuntime>> loaded_now;
-  for (const GroupConfig* g : to_load) {
-    auto runtime = GroupRuntime::Load(*g, next, RegistryOf(after, g->name));
+  std::vector<std::string> to_load = plan.replace;
+  to_load.insert(to_load.end(), plan.add.begin(), plan.add.end());
+  for (const std::string& name : to_load) {
+    const GroupConfig& g = *configs.at(name);
+    auto runtime = GroupRuntime::Load(g, next, RegistryOf(after, name));
     if (!runtime.ok() && runtime.status().code() == Code::kInvalidArgument) {
       // A mistake in a group's keys is a mistake in the file: nothing of this reload is applied.
       std::vector<std::shared_ptr<GroupRuntime>> discarded;
-      for (auto& [name, r] : loaded_now) discarded.push_back(r);
+      for (auto& [loaded_name, r] : loaded_now) discarded.push_back(r);
       StopAll(discarded, std::chrono::steady_clock::now());
       report.config_ok = false;
       report.applied.clear();
@@ -367,29 +361,30 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     }
     if (!runtime.ok()) {
       report.refused.push_back(runtime.status().message() +
-                               (groups_.count(g->name) ? " (the loaded instance keeps serving)" : ""));
+                               (groups_.count(name) ? " (the loaded instance keeps serving)" : ""));
       continue;
     }
     if (metrics_) metrics_->Track(*runtime);
-    after[g->name] = *runtime;
-    loaded_now[g->name] = *runtime;
+    after[name] = *runtime;
+    loaded_now[name] = *runtime;
   }
+  for (const std::string& name : plan.keep) groups_.at(name)->set_required(configs.at(name)->required);
 
   // Apply: stop serving removed groups, serve new instances (with the new authorization), then drain what they
   // replace.
-  auto authorization_before = authorization_;
   authorization_ = AuthorizationOf(next);
   auto grace = next.shutdown_timeout;
   auto system_deadline = std::chrono::system_clock::now() + grace;
   auto steady_deadline = std::chrono::steady_clock::now() + grace;
   std::vector<std::shared_ptr<GroupRuntime>> draining;
-  for (const auto& runtime : removed) {
+  for (const std::string& name : plan.remove) {
+    std::shared_ptr<GroupRuntime> runtime = groups_.at(name);
     runtime->set_state(GroupRuntime::State::kDraining);
     SetHealth(*runtime, false);
     Unserve(*runtime, {}, system_deadline);
-    groups_.erase(runtime->name());
+    groups_.erase(name);
     draining.push_back(runtime);
-    report.applied.push_back("group '" + runtime->name() + "' disabled");
+    report.applied.push_back("group '" + name + "' disabled");
   }
   for (const auto& [name, runtime] : loaded_now) {
     Status served = Serve(runtime);
@@ -410,11 +405,11 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     groups_[name] = runtime;
   }
   // The authorization lists are the host's: an instance that stays takes new ones without reloading its library.
-  for (const auto& [name, runtime] : groups_) {
-    auto fresh = loaded_now.find(name);
-    if (fresh != loaded_now.end() && fresh->second == runtime) continue;
-    if (SameAuthorization(authorization_before[name], authorization_[name])) continue;
-    Status rebound = Serve(runtime);
+  for (const std::string& name : plan.rebind) {
+    auto it = groups_.find(name);
+    if (it == groups_.end()) continue;
+    if (auto fresh = loaded_now.find(name); fresh != loaded_now.end() && fresh->second == it->second) continue;
+    Status rebound = Serve(it->second);
     if (rebound.ok()) {
       report.applied.push_back("group '" + name + "' authorization lists (the library was not reloaded)");
     } else {

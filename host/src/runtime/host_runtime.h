@@ -14,6 +14,7 @@
 #include "observe/audit_log.h"
 #include "observe/metrics.h"
 #include "serving/endpoint_server.h"
+#include "serving/endpoint_socket.h"
 #include "serving/group_runtime.h"
 #include "serving/listeners.h"
 
@@ -38,6 +39,15 @@ struct ReloadReport {
   std::vector<std::string> notes;    // settings that take effect only at the next start, calls that outlived a drain
   std::chrono::milliseconds took{0};
   std::string Summary() const;  // one line
+};
+
+// What a start of a configuration would serve, found the way a start finds it: for --check-config.
+struct StartCheck {
+  std::map<std::string, Endpoint> endpoints;  // by endpoint name
+  std::vector<std::string> skipped;           // optional groups that would be skipped, and why
+  std::vector<std::string> refused;           // what would stop a start
+  std::vector<std::string> warnings;          // PathWarnings
+  bool start_would_succeed() const { return refused.empty(); }
 };
 
 // One loaded group as the admin sees it.
@@ -66,9 +76,13 @@ class HostRuntime {
   // group can be served, or when a socket cannot be created (another host serves it); nothing is left behind then.
   Status Start(const HostConfig& config);
 
-  // Applies `config` (or refuses it whole when it is an error): new groups start, removed groups drain and stop,
-  // changed groups are loaded anew beside the old instance, which drains once the new one serves. One reload at a
-  // time; safe from any thread.
+  // Loads and initialises every enabled group of `config` as Start does, checks what Start checks before serving
+  // (the endpoint directory), then shuts the libraries down again; claims no socket and serves nothing.
+  static StartCheck CheckStart(const HostConfig& config);
+
+  // Applies `config` (or refuses it whole when it is an error) as PlanReload plans it: new groups start, removed
+  // groups drain and stop, changed groups are loaded anew beside the old instance, which drains once the new one
+  // serves, groups whose lists changed are bound again. One reload at a time; safe from any thread.
   ReloadReport Reload(const StatusOr<HostConfig>& config);
 
   // Stops accepting, lets calls in flight finish for up to the configured timeout, answers the rest, shuts the
@@ -85,6 +99,16 @@ class HostRuntime {
  private:
   using Runtimes = std::map<std::string, std::shared_ptr<GroupRuntime>>;
 
+  // Every enabled group of `config` loaded, in name order, each checked against those loaded before it; the
+  // refusals logged as a start (or, with `keep_going`, as a check) says them. A refusal that stops the host
+  // (RefusalStopsTheHost) ends the loading unless `keep_going`.
+  struct LoadedGroups {
+    Runtimes groups;
+    std::vector<std::string> skipped;  // optional groups that failed, and why
+    std::vector<std::string> refused;  // failures that stop a start
+    Status fatal;                      // the first of those, as Start returns it
+  };
+  static LoadedGroups LoadGroups(const HostConfig& config, bool keep_going);
   // The endpoints of every instance in `runtimes` except `skip`, for conflict checks when loading.
   static EndpointRegistry RegistryOf(const Runtimes& runtimes, const std::string& skip);
   // What an endpoint of `runtime` is bound to: its methods, its instance, its limits, its group's authorization
@@ -108,8 +132,8 @@ class HostRuntime {
 
   mutable std::mutex mu_;  // one Start/Reload/Shutdown at a time; guards everything below
   HostConfig config_;
-  gid_t socket_gid_ = static_cast<gid_t>(-1);
-  Runtimes groups_;                                                   // by [groups.<name>]
+  SocketAccess socket_access_;  // who may connect to the endpoint sockets, as the start set it
+  Runtimes groups_;             // by [groups.<name>]
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
   std::vector<std::shared_ptr<CallObserver>> call_observers_;                  // every endpoint's (metrics, audit)

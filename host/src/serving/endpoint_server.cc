@@ -3,10 +3,6 @@
 
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
-#include <grpcpp/server_posix.h>
-#include <unistd.h>
-
-#include "serving/unix_socket.h"
 
 namespace csi_proxy::host {
 
@@ -18,9 +14,9 @@ EndpointServer::~EndpointServer() {
   Stop(std::chrono::system_clock::now());
 }
 
-Status EndpointServer::Start(uint32_t mode, gid_t group, int max_receive_bytes,
+Status EndpointServer::Start(const SocketAccess& access, int max_receive_bytes,
                              std::chrono::milliseconds idle_timeout) {
-  CSI_PROXY_ASSIGN_OR_RETURN(fd_, ListenUnixSocket(path_, mode, group));
+  CSI_PROXY_ASSIGN_OR_RETURN(socket_, ListeningSocket::Listen(path_, access));
   // gRPC's own health service (per server, set by SetServing) and reflection; the router's registered methods
   // (the endpoint's methods as of now) and its generic service, which gets every other path.
   static std::once_flag health_enabled;
@@ -68,17 +64,12 @@ void EndpointServer::PublishHealth() {
   health_ = std::move(next);
 }
 
-void EndpointServer::Adopt(int conn, const PeerCredentials& peer) {
-  peers_.Set(conn, peer);
-  grpc::AddInsecureChannelFromFd(server_.get(), conn);
+void EndpointServer::Adopt(Connection conn, const PeerCredentials& peer) {
+  peers_.Set(GrpcPeerName(conn), peer);
+  AdoptConnection(*server_, conn);
 }
 
-void EndpointServer::CloseSocket() {
-  if (fd_ < 0) return;
-  close(fd_);
-  unlink(path_.c_str());
-  fd_ = -1;
-}
+void EndpointServer::CloseSocket() { socket_.reset(); }
 
 void EndpointServer::Stop(std::chrono::system_clock::time_point deadline) {
   std::unique_ptr<grpc::Server> server;

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <grpcpp/server.h>
-#include <sys/types.h>
 
 #include <chrono>
 #include <map>
@@ -11,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "serving/listeners.h"
+#include "serving/connection.h"
+#include "serving/endpoint_socket.h"
 #include "serving/peer_table.h"
 #include "serving/reflection_service.h"
 #include "serving/router.h"
@@ -27,10 +27,10 @@ class EndpointServer {
 
   // Creates the socket (refusing one another process serves) and starts the gRPC server, which closes a
   // connection that has had no call for `idle_timeout`.
-  Status Start(uint32_t mode, gid_t group, int max_receive_bytes, std::chrono::milliseconds idle_timeout);
+  Status Start(const SocketAccess& access, int max_receive_bytes, std::chrono::milliseconds idle_timeout);
 
-  // Hands an accepted connection to gRPC, which owns the fd from here on.
-  void Adopt(int conn, const PeerCredentials& peer);
+  // Hands an accepted connection to gRPC, which owns it from here on.
+  void Adopt(Connection conn, const PeerCredentials& peer);
 
   // New calls go to `binding`; calls already read finish where they started.
   void Rebind(std::shared_ptr<const EndpointBinding> binding);
@@ -46,7 +46,8 @@ class EndpointServer {
   // Lets calls in flight finish until `deadline`, then cancels (answers) the rest and closes every connection.
   void Stop(std::chrono::system_clock::time_point deadline);
 
-  int fd() const { return fd_; }
+  // The listening socket, while it is open (null before Start and after CloseSocket).
+  const ListeningSocket* socket() const { return socket_.get(); }
   const std::string& path() const { return path_; }
 
  private:
@@ -58,7 +59,7 @@ class EndpointServer {
   bool serving_ = true;                 // guarded by health_mu_
   std::map<std::string, bool> health_;  // what each service was told (serving); guarded by health_mu_
   std::unique_ptr<grpc::Server> server_;
-  int fd_ = -1;
+  std::unique_ptr<ListeningSocket> socket_;
 
   void PublishHealth();  // with health_mu_ held
 };

@@ -2,7 +2,6 @@
 #include "serving/group_runtime.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 namespace csi_proxy::host {
 namespace {
@@ -17,13 +16,10 @@ GroupExecutor::Limits LimitsOf(const GroupConfig& group, const HostConfig& host)
 
 }  // namespace
 
-std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig& host) {
+std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig& host,
+                                      const std::string& library_identity) {
   std::string fp = group.library + "\n";
-  struct stat st {};
-  if (stat(group.library.c_str(), &st) == 0) {
-    fp += std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + "\n";
-  }
+  if (!library_identity.empty()) fp += library_identity + "\n";
   for (const auto& v : group.versions) fp += v + ",";
   auto limits = LimitsOf(group, host);
   fp += "\n" + std::to_string(limits.workers) + "/" + std::to_string(limits.max_queued) + "/" +
@@ -31,9 +27,9 @@ std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig
   return fp + GroupConfigToml(group, host);
 }
 
-GroupRuntime::GroupRuntime(const GroupConfig& group, const HostConfig& host)
+GroupRuntime::GroupRuntime(const GroupConfig& group, const HostConfig& host, std::string fingerprint)
     : name_(group.name),
-      fingerprint_(Fingerprint(group, host)),
+      fingerprint_(std::move(fingerprint)),
       required_(group.required),
       max_request_bytes_(static_cast<size_t>(group.max_request_bytes)),
       executor_(group.name, LimitsOf(group, host)) {}
@@ -44,8 +40,10 @@ StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& gr
                                                            const EndpointRegistry& others) {
   // The registry only answers conflict checks while the library registers; this instance's endpoints are its own.
   EndpointRegistry scratch = others;
+  // The file's identity before it is loaded: a file replaced meanwhile makes the next reload load it again.
+  std::string fingerprint = Fingerprint(group, host, LibraryFileIdentity(group.library));
   CSI_PROXY_ASSIGN_OR_RETURN(auto plugin, LoadPlugin(group, host, scratch));
-  std::shared_ptr<GroupRuntime> runtime(new GroupRuntime(group, host));
+  std::shared_ptr<GroupRuntime> runtime(new GroupRuntime(group, host, std::move(fingerprint)));
   EndpointRegistry mine;
   mine.Commit(plugin->group(), plugin->library(), plugin->services());
   runtime->endpoints_ = mine.endpoints();

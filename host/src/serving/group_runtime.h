@@ -64,11 +64,13 @@ class GroupRuntime final : public CallDispatcher {
   Usage usage() const;
   const GroupExecutor::Limits& limits() const { return executor_.limits(); }
 
-  // The identity of a group as configured, for reloads: the group's keys, what the host hands it, the library.
-  static std::string Fingerprint(const GroupConfig& group, const HostConfig& host);
+  // The identity of a group as configured, for reloads: the group's keys, what the host hands it, its budget, the
+  // library's path and `library_identity` (LibraryFileIdentity of that file). A reload replaces an instance whose
+  // fingerprint differs from that of the group in the new configuration.
+  static std::string Fingerprint(const GroupConfig& group, const HostConfig& host, const std::string& library_identity);
 
  private:
-  GroupRuntime(const GroupConfig& group, const HostConfig& host);
+  GroupRuntime(const GroupConfig& group, const HostConfig& host, std::string fingerprint);
   std::vector<std::string> StopAndUnload(std::chrono::steady_clock::time_point deadline);
 
   // Calls dispatched and not yet completed, by method.

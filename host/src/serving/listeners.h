@@ -1,19 +1,18 @@
-// The listening side of the host: one thread accepts the connections of every endpoint socket, records each
-// peer's credentials (SO_PEERCRED) and hands the connection to that endpoint's gRPC server.
+// The listening side of the host: one loop accepts the connections of every endpoint socket, records each
+// peer's credentials and hands the connection to that endpoint's gRPC server, within the connection limits.
+// listeners_linux.cc: one thread over poll and epoll, credentials from SO_PEERCRED and SO_PEERGROUPS. A Windows
+// side goes beside it (named pipes relayed to gRPC), behind this same interface.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
-#include <condition_variable>
+#include <cstddef>
 #include <functional>
-#include <map>
-#include <mutex>
-#include <string>
-#include <thread>
+#include <memory>
 
-#include "abi/call_handle.h"
+#include "abi/peer_credentials.h"
 #include "csi_proxy/status.hpp"
+#include "serving/connection.h"
+#include "serving/endpoint_socket.h"
 
 namespace csi_proxy::host {
 
@@ -28,13 +27,17 @@ struct ConnectionLimits {
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
 };
 
+// How many connections the process can keep open, at most `wanted`: on Linux the open-file limit, less what the
+// groups keep for their own work.
+size_t ConnectionsTheProcessCanHold(size_t wanted);
+
 class AcceptLoop {
  public:
-  // Takes ownership of a connected socket (non-blocking, close-on-exec) and the credentials of its peer.
-  using OnConnection = std::function<void(int fd, const PeerCredentials& peer)>;
+  // Takes ownership of an accepted connection and the credentials of its peer.
+  using OnConnection = std::function<void(Connection conn, const PeerCredentials& peer)>;
 
-  AcceptLoop() = default;
-  ~AcceptLoop() { Stop(); }
+  AcceptLoop();
+  ~AcceptLoop();  // Stop()
   AcceptLoop(const AcceptLoop&) = delete;
   AcceptLoop& operator=(const AcceptLoop&) = delete;
 
@@ -44,71 +47,12 @@ class AcceptLoop {
 
   // Starts or stops accepting on a listening socket; safe from any thread. Once Remove returns, `on_connection`
   // is not running and will not be called again for that socket. The socket itself stays the caller's.
-  void Add(int listen_fd, OnConnection on_connection);
-  void Remove(int listen_fd);
+  void Add(const ListeningSocket& socket, OnConnection on_connection);
+  void Remove(const ListeningSocket& socket);
 
  private:
-  void Run();
-  void Wake();
-  struct Listener {
-    OnConnection on_connection;
-    uint64_t id;  // tells a socket apart from a later one that got the same fd number
-  };
-  void AcceptAll(int listen_fd, const Listener& listener);
-  // Counts the connection in, or refuses it (false) when its uid, its endpoint or the host is at its limit.
-  bool Admit(int conn, int listen_fd, const PeerCredentials& peer);
-  // Stops counting a connection the loop closes itself.
-  void Forget(int conn);
-  // Forgets connections gRPC has closed since (their fd is gone or now names another file).
-  void Reconcile();
-  // Waits (edge-triggered) for the HTTP/2 client preface of a new connection.
-  void Hold(int conn, int listen_fd, uint64_t listener_id, const PeerCredentials& peer);
-  // Looks at what a held connection has sent: hands it on once the whole preface is there, closes it when it
-  // sent anything else or hung up, and otherwise keeps waiting.
-  void CheckPreface(int conn, const std::map<int, Listener>& current);
-  // Closes held connections whose socket was removed, and those past their deadline. Returns the time until the
-  // next deadline for poll(), -1 if none.
-  int ExpireHeld(const std::map<int, Listener>& current);
-  void CloseHeld(int conn);
-
-  // Logs how many connections were turned away and the latest reason, at most every ten seconds.
-  struct RateLimitedWarning {
-    uint64_t count = 0;
-    std::chrono::steady_clock::time_point last{};
-    void Add(const std::string& what, const std::string& why);
-  };
-
-  ConnectionLimits limits_;
-  // Touched by the loop thread only.
-  struct Connection {
-    ino_t inode;
-    int64_t uid;
-    int listen_fd;
-  };
-  std::map<int, Connection> connections_;
-  std::map<int64_t, size_t> per_uid_;
-  std::map<int, size_t> per_endpoint_;  // by listening socket
-  struct Held {
-    int listen_fd;
-    uint64_t listener_id;
-    PeerCredentials peer;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  std::map<int, Held> held_;  // connections waiting for their preface, by fd
-  int epoll_fd_ = -1;         // the held connections
-  int reserve_fd_ = -1;       // given up to accept-and-close a connection when the process is out of descriptors
-  RateLimitedWarning refused_;
-  RateLimitedWarning timed_out_;
-  std::chrono::steady_clock::time_point last_reconcile_{};
-
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::map<int, Listener> listeners_;  // guarded by mu_
-  uint64_t generation_ = 0;            // guarded by mu_: bumped by every Add/Remove
-  uint64_t seen_generation_ = 0;       // guarded by mu_: the generation the loop polls with
-  bool stopping_ = false;              // guarded by mu_
-  int wake_fd_ = -1;
-  std::thread thread_;
+  class Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace csi_proxy::host

@@ -4,6 +4,7 @@
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
 #include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/impl/service_type.h>
+#include <grpcpp/version_info.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -11,6 +12,14 @@
 #include <optional>
 
 #include "serving/peer_table.h"
+
+// The registered methods below stand on gRPC's internal API as the code gRPC generates for raw callback methods
+// uses it (grpc::internal::RpcServiceMethod, grpc::internal::CallbackUnaryHandler, Service::MarkMethodRawCallback).
+// It is not a stable API, so it is pinned to the gRPC it was written and measured against: another gRPC fails the
+// build here until the methods are checked against its generated code and RouterTest.TheRegisteredMethodsServe-
+// OnTheirOwn (tests/host/serving/router_test.cc) passes with it.
+static_assert(GRPC_CPP_VERSION_MAJOR == 1 && GRPC_CPP_VERSION_MINOR == 51,
+              "router.cc uses grpc::internal as gRPC 1.51's generated code does: check it against this gRPC");
 
 namespace csi_proxy::host {
 namespace {

@@ -1,8 +1,9 @@
-// Leaves the machine as the benchmarks found it, also when a run is interrupted.
+// Leaves the machine as a program found it, also when a run is interrupted (the benchmarks install the handlers;
+// a test's leftovers are undone by RAII and by the test framework's own process end).
 //
-// Everything a benchmark creates outside its own memory (loop devices, mounts, child processes, scratch files)
-// is registered here while it exists. Normal code releases things through RAII. InstallCleanupHandlers() blocks
-// SIGINT, SIGTERM, SIGHUP and SIGQUIT in every thread and takes them on a thread of its own, which kills the
+// Everything a program creates outside its own memory (loop devices, mounts, child processes, temporary
+// directories) is registered here while it exists. Normal code releases things through RAII. InstallCleanupHandlers()
+// blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT in every thread and takes them on a thread of its own, which kills the
 // children, unmounts, detaches the loop devices and removes the scratch directories, then lets the signal end the
 // process; SIGABRT gets the same undo (without the directory removal) from an async-signal-safe handler. SIGKILL
 // cannot be caught: children die with their parent (PR_SET_PDEATHSIG) and loop devices are attached with
@@ -15,7 +16,7 @@
 
 #include <string>
 
-namespace csi_proxy::bench {
+namespace csi_proxy::testing {
 
 // Installs the handlers once per process; call it first thing in main, before any thread is started.
 void InstallCleanupHandlers();
@@ -31,4 +32,4 @@ void UnregisterLoopDevice(int slot);
 void UnregisterMount(int slot);
 void UnregisterPath(int slot);
 
-}  // namespace csi_proxy::bench
+}  // namespace csi_proxy::testing

@@ -16,7 +16,7 @@
 #include <mutex>
 #include <thread>
 
-namespace csi_proxy::bench {
+namespace csi_proxy::testing {
 namespace {
 
 constexpr int kSlots = 512;
@@ -170,4 +170,4 @@ void UnregisterLoopDevice(int slot) { Loops().Remove(slot); }
 void UnregisterMount(int slot) { Mounts().Remove(slot); }
 void UnregisterPath(int slot) { Paths().Remove(slot); }
 
-}  // namespace csi_proxy::bench
+}  // namespace csi_proxy::testing

@@ -3,9 +3,9 @@
 
 #include <grpc/grpc.h>
 
-#include <vector>
+#include "grpc_client.h"
 
-namespace csi_proxy::bench {
+namespace csi_proxy::testing {
 
 RawClient::RawClient(const std::string& socket_path)
     : channel_([&] {
@@ -26,26 +26,7 @@ RawClient::~RawClient() {
 
 grpc::Status RawClient::Call(const std::string& method, const std::string& request, std::string* response,
                              std::chrono::milliseconds timeout) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  grpc::Slice slice(request);
-  grpc::ByteBuffer request_buffer(&slice, 1);
-  grpc::ByteBuffer response_buffer;
-  grpc::Status status;
-  auto call = stub_.PrepareUnaryCall(&ctx, method, request_buffer, &cq_);
-  call->StartCall();
-  call->Finish(&response_buffer, &status, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  cq_.Next(&tag, &ok);
-  if (status.ok() && response != nullptr) {
-    std::vector<grpc::Slice> slices;
-    response->clear();
-    if (response_buffer.Dump(&slices).ok()) {
-      for (const auto& s : slices) response->append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  return status;
+  return UnaryCallOn(stub_, cq_, method, request, response, timeout);
 }
 
 bool ServerAnswers(const std::string& socket_path, std::chrono::milliseconds timeout) {
@@ -54,4 +35,4 @@ bool ServerAnswers(const std::string& socket_path, std::chrono::milliseconds tim
   return s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
-}  // namespace csi_proxy::bench
+}  // namespace csi_proxy::testing

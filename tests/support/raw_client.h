@@ -1,4 +1,4 @@
-// The benchmark client: calls a method path with request bytes over a Unix socket, the same way for the
+// The benchmarks' client: calls a method path with request bytes over a Unix socket, the same way for the
 // csi-proxy host and for the baseline servers, so that client-side cost is identical on both sides.
 //
 // Each RawClient owns its own connection (a private subchannel pool, so two clients never share one) and its
@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-namespace csi_proxy::bench {
+namespace csi_proxy::testing {
 
 class RawClient {
  public:
@@ -37,4 +37,4 @@ inline constexpr const char* kProbeMethod = "/csi_proxy.bench.Probe/Ping";
 // True when the server behind `socket_path` answers a call (any answer but UNAVAILABLE / DEADLINE_EXCEEDED).
 bool ServerAnswers(const std::string& socket_path, std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
-}  // namespace csi_proxy::bench
+}  // namespace csi_proxy::testing

@@ -1,5 +1,5 @@
-// Child processes of the benchmarks (the csi-proxy host, the baseline gRPC server): started with an argv, tied
-// to this process (they die with it), stopped with SIGTERM, and measured through /proc.
+// Child processes of the tests and benchmarks (the csi-proxy host, the baseline gRPC server): started with an
+// argv, tied to this process (they die with it), stopped with SIGTERM, and measured through /proc.
 #pragma once
 
 #include <sys/types.h>
@@ -11,7 +11,7 @@
 
 #include "csi_proxy/status.hpp"
 
-namespace csi_proxy::bench {
+namespace csi_proxy::testing {
 
 class ChildProcess {
  public:
@@ -48,4 +48,4 @@ struct ProcessMemory {
 };
 ProcessMemory ReadProcessMemory(pid_t pid);
 
-}  // namespace csi_proxy::bench
+}  // namespace csi_proxy::testing

@@ -15,7 +15,7 @@
 
 #include "cleanup.h"
 
-namespace csi_proxy::bench {
+namespace csi_proxy::testing {
 
 ChildProcess::~ChildProcess() { Kill(); }
 
@@ -110,4 +110,4 @@ ProcessMemory ReadProcessMemory(pid_t pid) {
   return m;
 }
 
-}  // namespace csi_proxy::bench
+}  // namespace csi_proxy::testing

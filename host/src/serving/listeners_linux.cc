@@ -1,4 +1,5 @@
-// See listeners.h.
+// See listeners.h: one thread polls every listening socket; a new connection waits in an epoll set for its
+// HTTP/2 preface before it is handed on.
 #include "serving/listeners.h"
 
 #include <fcntl.h>
@@ -6,13 +7,19 @@
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace csi_proxy::host {
@@ -49,7 +56,93 @@ static_assert(kHttp2Preface.size() == 24);
 
 }  // namespace
 
-Status AcceptLoop::Start(ConnectionLimits limits) {
+class AcceptLoop::Impl {
+ public:
+  Status Start(ConnectionLimits limits);
+  void Stop();
+  void Add(int listen_fd, OnConnection on_connection);
+  void Remove(int listen_fd);
+
+  void Run();
+  void Wake();
+  struct Listener {
+    OnConnection on_connection;
+    uint64_t id;  // tells a socket apart from a later one that got the same fd number
+  };
+  void AcceptAll(int listen_fd, const Listener& listener);
+  // Counts the connection in, or refuses it (false) when its uid, its endpoint or the host is at its limit.
+  bool Admit(int conn, int listen_fd, const PeerCredentials& peer);
+  // Stops counting a connection the loop closes itself.
+  void Forget(int conn);
+  // Forgets connections gRPC has closed since (their fd is gone or now names another file).
+  void Reconcile();
+  // Waits (edge-triggered) for the HTTP/2 client preface of a new connection.
+  void Hold(int conn, int listen_fd, uint64_t listener_id, const PeerCredentials& peer);
+  // Looks at what a held connection has sent: hands it on once the whole preface is there, closes it when it
+  // sent anything else or hung up, and otherwise keeps waiting.
+  void CheckPreface(int conn, const std::map<int, Listener>& current);
+  // Closes held connections whose socket was removed, and those past their deadline. Returns the time until the
+  // next deadline for poll(), -1 if none.
+  int ExpireHeld(const std::map<int, Listener>& current);
+  void CloseHeld(int conn);
+
+  // Logs how many connections were turned away and the latest reason, at most every ten seconds.
+  struct RateLimitedWarning {
+    uint64_t count = 0;
+    std::chrono::steady_clock::time_point last{};
+    void Add(const std::string& what, const std::string& why);
+  };
+
+  ConnectionLimits limits_;
+  // Touched by the loop thread only.
+  struct Counted {
+    ino_t inode;
+    int64_t uid;
+    int listen_fd;
+  };
+  std::map<int, Counted> connections_;
+  std::map<int64_t, size_t> per_uid_;
+  std::map<int, size_t> per_endpoint_;  // by listening socket
+  struct Held {
+    int listen_fd;
+    uint64_t listener_id;
+    PeerCredentials peer;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::map<int, Held> held_;  // connections waiting for their preface, by fd
+  int epoll_fd_ = -1;         // the held connections
+  int reserve_fd_ = -1;       // given up to accept-and-close a connection when the process is out of descriptors
+  RateLimitedWarning refused_;
+  RateLimitedWarning timed_out_;
+  std::chrono::steady_clock::time_point last_reconcile_{};
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<int, Listener> listeners_;  // guarded by mu_
+  uint64_t generation_ = 0;            // guarded by mu_: bumped by every Add/Remove
+  uint64_t seen_generation_ = 0;       // guarded by mu_: the generation the loop polls with
+  bool stopping_ = false;              // guarded by mu_
+  int wake_fd_ = -1;
+  std::thread thread_;
+};
+
+AcceptLoop::AcceptLoop() : impl_(std::make_unique<Impl>()) {}
+AcceptLoop::~AcceptLoop() { impl_->Stop(); }
+Status AcceptLoop::Start(ConnectionLimits limits) { return impl_->Start(limits); }
+void AcceptLoop::Stop() { impl_->Stop(); }
+void AcceptLoop::Add(const ListeningSocket& socket, OnConnection on_connection) {
+  impl_->Add(static_cast<int>(socket.native_handle()), std::move(on_connection));
+}
+void AcceptLoop::Remove(const ListeningSocket& socket) { impl_->Remove(static_cast<int>(socket.native_handle())); }
+
+size_t ConnectionsTheProcessCanHold(size_t wanted) {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return wanted;
+  constexpr rlim_t kHeadroom = 128;
+  return std::min<size_t>(wanted, nofile.rlim_cur > 2 * kHeadroom ? nofile.rlim_cur - kHeadroom : nofile.rlim_cur / 2);
+}
+
+Status AcceptLoop::Impl::Start(ConnectionLimits limits) {
   limits_ = limits;
   reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -60,7 +153,7 @@ Status AcceptLoop::Start(ConnectionLimits limits) {
   return Status::Ok();
 }
 
-void AcceptLoop::Stop() {
+void AcceptLoop::Impl::Stop() {
   if (thread_.joinable()) {
     {
       std::lock_guard lock(mu_);
@@ -79,21 +172,21 @@ void AcceptLoop::Stop() {
   reserve_fd_ = -1;
 }
 
-void AcceptLoop::Wake() {
+void AcceptLoop::Impl::Wake() {
   uint64_t one = 1;
   if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof one) < 0) {
     spdlog::warn("cannot wake the accept loop: {}", std::strerror(errno));
   }
 }
 
-void AcceptLoop::Add(int listen_fd, OnConnection on_connection) {
+void AcceptLoop::Impl::Add(int listen_fd, OnConnection on_connection) {
   std::lock_guard lock(mu_);
   ++generation_;
   listeners_[listen_fd] = {std::move(on_connection), generation_};
   Wake();
 }
 
-void AcceptLoop::Remove(int listen_fd) {
+void AcceptLoop::Impl::Remove(int listen_fd) {
   std::unique_lock lock(mu_);
   if (listeners_.erase(listen_fd) == 0) return;
   uint64_t wanted = ++generation_;
@@ -104,7 +197,7 @@ void AcceptLoop::Remove(int listen_fd) {
   changed_.wait(lock, [&] { return seen_generation_ >= wanted || stopping_; });
 }
 
-void AcceptLoop::AcceptAll(int listen_fd, const Listener& listener) {
+void AcceptLoop::Impl::AcceptAll(int listen_fd, const Listener& listener) {
   for (;;) {
     int conn = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (conn < 0) {
@@ -130,12 +223,12 @@ void AcceptLoop::AcceptAll(int listen_fd, const Listener& listener) {
     if (limits_.handshake_timeout.count() > 0) {
       Hold(conn, listen_fd, listener.id, peer);
     } else {
-      listener.on_connection(conn, peer);
+      listener.on_connection(Connection{conn}, peer);
     }
   }
 }
 
-bool AcceptLoop::Admit(int conn, int listen_fd, const PeerCredentials& peer) {
+bool AcceptLoop::Impl::Admit(int conn, int listen_fd, const PeerCredentials& peer) {
   struct stat st {};
   if (fstat(conn, &st) != 0) return false;
   // The fd number of a connection gRPC closed may come back: forget what it was.
@@ -164,7 +257,7 @@ bool AcceptLoop::Admit(int conn, int listen_fd, const PeerCredentials& peer) {
   return true;
 }
 
-void AcceptLoop::Forget(int conn) {
+void AcceptLoop::Impl::Forget(int conn) {
   auto it = connections_.find(conn);
   if (it == connections_.end()) return;
   --per_uid_[it->second.uid];
@@ -172,7 +265,7 @@ void AcceptLoop::Forget(int conn) {
   connections_.erase(it);
 }
 
-void AcceptLoop::Hold(int conn, int listen_fd, uint64_t listener_id, const PeerCredentials& peer) {
+void AcceptLoop::Impl::Hold(int conn, int listen_fd, uint64_t listener_id, const PeerCredentials& peer) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
   ev.data.fd = conn;
@@ -186,14 +279,14 @@ void AcceptLoop::Hold(int conn, int listen_fd, uint64_t listener_id, const PeerC
   held_[conn] = {listen_fd, listener_id, peer, std::chrono::steady_clock::now() + limits_.handshake_timeout};
 }
 
-void AcceptLoop::CloseHeld(int conn) {
+void AcceptLoop::Impl::CloseHeld(int conn) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn, nullptr);
   held_.erase(conn);
   Forget(conn);
   close(conn);
 }
 
-void AcceptLoop::CheckPreface(int conn, const std::map<int, Listener>& current) {
+void AcceptLoop::Impl::CheckPreface(int conn, const std::map<int, Listener>& current) {
   auto it = held_.find(conn);
   if (it == held_.end()) return;
   char buf[kHttp2Preface.size()];
@@ -218,10 +311,10 @@ void AcceptLoop::CheckPreface(int conn, const std::map<int, Listener>& current) 
     close(conn);
     return;
   }
-  listener->second.on_connection(conn, held.peer);
+  listener->second.on_connection(Connection{conn}, held.peer);
 }
 
-int AcceptLoop::ExpireHeld(const std::map<int, Listener>& current) {
+int AcceptLoop::Impl::ExpireHeld(const std::map<int, Listener>& current) {
   auto now = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point next = std::chrono::steady_clock::time_point::max();
   std::vector<int> expired;
@@ -244,7 +337,7 @@ int AcceptLoop::ExpireHeld(const std::map<int, Listener>& current) {
   return static_cast<int>(std::min<int64_t>(wait, 60 * 1000));
 }
 
-void AcceptLoop::Reconcile() {
+void AcceptLoop::Impl::Reconcile() {
   // At most ten times a second: a flood at the limit must not turn into a scan per refused connection.
   auto now = std::chrono::steady_clock::now();
   if (now - last_reconcile_ < std::chrono::milliseconds(100)) return;
@@ -261,7 +354,7 @@ void AcceptLoop::Reconcile() {
   }
 }
 
-void AcceptLoop::RateLimitedWarning::Add(const std::string& what, const std::string& why) {
+void AcceptLoop::Impl::RateLimitedWarning::Add(const std::string& what, const std::string& why) {
   ++count;
   auto now = std::chrono::steady_clock::now();
   if (now - last < std::chrono::seconds(10)) return;
@@ -270,7 +363,7 @@ void AcceptLoop::RateLimitedWarning::Add(const std::string& what, const std::str
   last = now;
 }
 
-void AcceptLoop::Run() {
+void AcceptLoop::Impl::Run() {
   std::vector<pollfd> fds;
   std::map<int, Listener> current;
   epoll_event events[64];
