@@ -326,14 +326,10 @@ Status LinuxVolumeBackend::FormatMountedVolume(const BlockDevice& volume, const 
 
   for (const auto& m : mounts) {
     unsigned int attributes = 0;
-    Status done = UnmountMountPoint(m, m.target, &attributes);
-    if (!done.ok()) {
-      if (done.code() == Code::kFailedPrecondition) {  // busy
-        done =
-            FailedPrecondition(what + " is in use at " + QuotePath(m.target) + " (files open?); refusing to format it");
-      }
-      return mount_again(m.fs_type, done);
-    }
+    Status done = UnmountMountPoint(
+        m, m.target, what + " is in use at " + QuotePath(m.target) + " (files open?); refusing to format it",
+        &attributes);
+    if (!done.ok()) return mount_again(m.fs_type, done);
     unmounted.push_back({m.target, attributes});
   }
   const std::string old_fs = mounts.front().fs_type;
@@ -695,12 +691,13 @@ Status LinuxVolumeBackend::UnmountVolume(const ResolvedVolume& resolved, const c
     if (contents.valid()) syncfs(contents.get());  // flush before it goes, like upstream's Write-VolumeCache
   }
   dir->Reset();  // a descriptor inside the mount would keep it busy
-  CSI_PROXY_RETURN_IF_ERROR(UnmountMountPoint(where.entry, target.path, nullptr));
+  CSI_PROXY_RETURN_IF_ERROR(UnmountMountPoint(
+      where.entry, target.path, "target_path " + QuotePath(target.path) + " is busy (files open?)", nullptr));
   return mounts_.Forget(where.entry.target);
 }
 
 Status LinuxVolumeBackend::UnmountMountPoint(const common::MountEntry& mount, const std::string& shown,
-                                             unsigned int* attributes) {
+                                             const std::string& when_busy, unsigned int* attributes) {
   // Unmount by the mount point's real location (a symlinked target_path resolves elsewhere within the roots),
   // looked up from a descriptor of its parent and refusing a symlink in the last step.
   CSI_PROXY_ASSIGN_OR_RETURN(auto real, policy_.Confine(mount.target, "target_path"));
@@ -718,7 +715,7 @@ Status LinuxVolumeBackend::UnmountMountPoint(const common::MountEntry& mount, co
   }
   const std::string path = "/proc/self/fd/" + std::to_string(parent.dir.get()) + "/" + parent.name;
   if (int err = common::UnmountNotLazily(path); err != 0) {
-    if (err == EBUSY) return FailedPrecondition("target_path " + QuotePath(shown) + " is busy (files open?)");
+    if (err == EBUSY) return FailedPrecondition(when_busy);
     return Internal(ErrnoMessage("unmounting " + QuotePath(shown), err));
   }
   return Status::Ok();

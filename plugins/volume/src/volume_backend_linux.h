@@ -68,9 +68,11 @@ class LinuxVolumeBackend final : public VolumeBackend {
   // Mounts `volume` (holding `fs_type`) at `mount_point` (a real path under the roots) with `attributes`.
   Status MountAgain(const common::BlockDevice& volume, const std::string& fs_type, const std::string& mount_point,
                     unsigned int attributes);
-  // Unmounts `mount` (never lazily; FAILED_PRECONDITION when busy) by its real path, looked up under the policy from
-  // its parent. `shown` names it in messages; `attributes`, if given, receives its mount attributes first.
-  Status UnmountMountPoint(const common::MountEntry& mount, const std::string& shown, unsigned int* attributes);
+  // Unmounts `mount` (never lazily; FAILED_PRECONDITION `when_busy` when busy) by its real path, looked up under the
+  // policy from its parent. `shown` names it in messages; `attributes`, if given, receives its mount attributes
+  // first.
+  Status UnmountMountPoint(const common::MountEntry& mount, const std::string& shown, const std::string& when_busy,
+                           unsigned int* attributes);
   // FAILED_PRECONDITION for a volume the node uses itself: mounted outside the allowed roots, swap, held.
   Status RefuseHostOwnedVolume(const common::BlockDevice& volume) const;
   // FAILED_PRECONDITION for a volume another process holds open exclusively or for writing (see README).
