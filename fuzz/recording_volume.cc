@@ -37,7 +37,10 @@ class RecordingVolumeBackend : public VolumeBackend {
 
 }  // namespace
 
-bool IsSupportedFilesystem(const std::string& fs_type) { return fs_type == "ext4" || fs_type == "xfs"; }
+const std::vector<std::string_view>& SupportedFilesystems() {
+  static const std::vector<std::string_view> kFilesystems = {"ext4", "xfs"};
+  return kFilesystems;
+}
 
 std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy, const VolumeBackendOptions&) {
   return std::make_unique<RecordingVolumeBackend>();

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "disk_identifiers_linux.h"
 #include "errno_linux.h"
 #include "text.h"
 

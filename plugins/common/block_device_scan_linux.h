@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "csi_proxy/status.hpp"
-#include "device_naming_linux.h"
+#include "device_naming.h"
 #include "mount_table_linux.h"
 
 namespace csi_proxy::common {

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstring>
 
+#include "disk_identifiers_linux.h"
 #include "errno_linux.h"
 #include "text.h"
 

@@ -1,4 +1,5 @@
-// The mount points the volume group's MountVolume made, for the filesystem group's forced Rmdir (another library).
+// The mount points the volume group's MountVolume made, for the filesystem group's forced Rmdir (another library)
+// and the volume group's FormatVolume of a mounted volume (formatted in place only when every mount of it is one).
 //
 // Windows removes a volume mount point when the directory is removed (RemoveDirectory of the junction), and
 // azuredisk unstages with a forced Rmdir and no UnmountVolume. Here a forced Rmdir unmounts a mount point only
@@ -6,7 +7,8 @@
 // <state_dir>/volume/mounts (state_records_linux.h), keyed by the mount point's real path, with the device
 // mounted; a mount counts as made by MountVolume while the mount table shows that device mounted at that path.
 // Nothing in a request decides it, a record without its mount is ignored, and the record survives a restart of
-// the proxy. Every other mount (a bind mount, tmpfs, a mount of kubelet or of another tool) stays refused.
+// the proxy. Every other mount (a bind mount, tmpfs, a mount of kubelet or of another tool) stays refused. Windows
+// formats a mounted volume in place too (Format-Volume dismounts it and its mount points stay), under the same rule.
 #pragma once
 
 #include <string>

@@ -1,26 +1,24 @@
-// Linux implementation of the filesystem group's OS layer: *at() calls on descriptors opened beneath the
-// allowed roots, AT_SYMLINK_NOFOLLOW on the final component, and a removal walk that never crosses a mount.
+// The filesystem group on Linux; see filesystem_backend_linux.h.
+#include "filesystem_backend_linux.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "confined_open_linux.h"
 #include "errno_linux.h"
-#include "filesystem_backend.h"
 #include "mount_table_linux.h"
 #include "smb_mapping_users_linux.h"
 #include "text.h"
+#include "unmount_linux.h"
 #include "volume_mounts_linux.h"
 
 namespace csi_proxy::filesystem {
@@ -95,20 +93,12 @@ StatusOr<bool> UnmountIfMadeByMountVolume(int dirfd, const std::string& name, co
     UniqueFd contents(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (contents.valid()) ::syncfs(contents.get());  // flushed before it goes, as UnmountVolume does
   }
-  const std::string via = "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
-  // A lookup passing through the mount at this moment pins it for microseconds: only a mount still busy after a
-  // second is busy.
-  int rc = ::umount2(via.c_str(), UMOUNT_NOFOLLOW);
-  for (int attempt = 0; rc != 0 && errno == EBUSY && attempt < 50; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    rc = ::umount2(via.c_str(), UMOUNT_NOFOLLOW);
-  }
-  if (rc != 0) {
-    if (errno == EBUSY) {
+  if (int err = common::UnmountNotLazily("/proc/self/fd/" + std::to_string(dirfd) + "/" + name); err != 0) {
+    if (err == EBUSY) {
       return FailedPrecondition("not removed: " + QuotePath(shown) + " is the mount point of volume " + mount->source +
                                 " (made by MountVolume), which is busy (files open?)");
     }
-    return ErrnoStatus(errno, "unmounting " + QuotePath(shown));
+    return ErrnoStatus(err, "unmounting " + QuotePath(shown));
   }
   CSI_PROXY_RETURN_IF_ERROR(walk.volume_mounts->Forget(mount->target));
   if (walk.log != nullptr && *walk.log) {
@@ -200,7 +190,7 @@ void RemoveChildren(int dirfd, const std::string& shown, int depth, Walk& walk) 
 
 }  // namespace
 
-StatusOr<bool> FilesystemBackend::PathExists(const ConfinedPath& path) {
+StatusOr<bool> LinuxFilesystemBackend::PathExists(const ConfinedPath& path) {
   auto parent = common::OpenParent(policy_, path, "path", Access::kExamine);
   if (!parent.ok()) {
     if (parent.status().code() == Code::kNotFound) return false;
@@ -213,11 +203,11 @@ StatusOr<bool> FilesystemBackend::PathExists(const ConfinedPath& path) {
   return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
 }
 
-Status FilesystemBackend::MakeDirectories(const ConfinedPath& path) {
+Status LinuxFilesystemBackend::MakeDirectories(const ConfinedPath& path) {
   return common::OpenCreatingDirs(policy_, path, "path").status();
 }
 
-void FilesystemBackend::ReleaseSmbMappings(const ConfinedPath& path) {
+void LinuxFilesystemBackend::ReleaseSmbMappings(const ConfinedPath& path) {
   if (options_.state_dir.empty()) return;
   common::SmbMappingUsers users(options_.state_dir, policy_, options_.log);
   // The removal itself succeeded: a mapping that cannot be released now stays mapped (never the unsafe way), and a
@@ -229,7 +219,7 @@ void FilesystemBackend::ReleaseSmbMappings(const ConfinedPath& path) {
   }
 }
 
-Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
+Status LinuxFilesystemBackend::RemoveEntry(const ConfinedPath& path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, path, "path", Access::kModify));
   if (parent.name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
   int dir = parent.dir.get();
@@ -257,7 +247,7 @@ Status FilesystemBackend::RemoveEntry(const ConfinedPath& path) {
   }
 }
 
-Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
+Status LinuxFilesystemBackend::RemoveTree(const ConfinedPath& path) {
   auto parent = common::OpenParent(policy_, path, "path", Access::kModify);
   if (!parent.ok() && parent.status().code() == Code::kNotFound) {
     ReleaseSmbMappings(path);  // gone already, perhaps with links the SMB group still counts
@@ -272,7 +262,7 @@ Status FilesystemBackend::RemoveTree(const ConfinedPath& path) {
   return walk.problems.Summary();
 }
 
-Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
+Status LinuxFilesystemBackend::RemoveContents(const ConfinedPath& path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto dir, common::OpenFollowing(policy_, path, "path", Access::kModify));
   struct stat st;
   if (::fstat(dir.get(), &st) != 0) return ErrnoStatus(errno, "examining path " + QuotePath(path.path));
@@ -284,7 +274,7 @@ Status FilesystemBackend::RemoveContents(const ConfinedPath& path) {
   return walk.problems.Summary();
 }
 
-Status FilesystemBackend::CreateSymlink(const ConfinedPath& source, const ConfinedPath& link) {
+Status LinuxFilesystemBackend::CreateSymlink(const ConfinedPath& source, const ConfinedPath& link) {
   // The link's text is followed by whoever uses the link later, so it must not lead outside the roots (or link
   // target dirs) as far as it resolves today. A source that does not exist yet is accepted, as upstream does.
   auto resolved = common::OpenFollowing(policy_, source, "source_path", Access::kExamine);
@@ -304,7 +294,7 @@ Status FilesystemBackend::CreateSymlink(const ConfinedPath& source, const Confin
   return ErrnoStatus(errno, "creating symlink " + QuotePath(link.path));
 }
 
-StatusOr<bool> FilesystemBackend::IsSymlink(const ConfinedPath& path) {
+StatusOr<bool> LinuxFilesystemBackend::IsSymlink(const ConfinedPath& path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, path, "path", Access::kExamine));
   struct statx stx;
   int flags = AT_SYMLINK_NOFOLLOW | (parent.name.empty() ? AT_EMPTY_PATH : 0);
@@ -323,6 +313,10 @@ StatusOr<bool> FilesystemBackend::IsSymlink(const ConfinedPath& path) {
   }
   // A mount point counts too, as upstream counts a volume mounted on a folder.
   return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+}
+
+std::unique_ptr<FilesystemBackend> MakeFilesystemBackend(common::PathPolicy policy, FilesystemOptions options) {
+  return std::make_unique<LinuxFilesystemBackend>(std::move(policy), std::move(options));
 }
 
 }  // namespace csi_proxy::filesystem

@@ -3,6 +3,7 @@
 // same path, and hands the confined paths to the OS layer. No protobuf here.
 #pragma once
 
+#include <memory>
 #include <string_view>
 #include <utility>
 
@@ -15,8 +16,9 @@ namespace csi_proxy::filesystem {
 
 class FilesystemService {
  public:
-  explicit FilesystemService(common::PathPolicy policy, FilesystemOptions options = {})
-      : policy_(std::move(policy)), backend_(policy_, std::move(options)) {}
+  // `backend` acts on the paths `policy` lets through (MakeFilesystemBackend with the same policy).
+  FilesystemService(std::unique_ptr<FilesystemBackend> backend, common::PathPolicy policy)
+      : backend_(std::move(backend)), policy_(std::move(policy)) {}
   FilesystemService(const FilesystemService&) = delete;
   FilesystemService& operator=(const FilesystemService&) = delete;
 
@@ -39,9 +41,9 @@ class FilesystemService {
   const common::PathPolicy& policy() const { return policy_; }
 
  private:
+  std::unique_ptr<FilesystemBackend> backend_;
   common::PathPolicy policy_;
-  FilesystemBackend backend_;  // refers to policy_
-  common::KeyedMutex locks_;   // keyed by normalized path
+  common::KeyedMutex locks_;  // keyed by normalized path
 };
 
 }  // namespace csi_proxy::filesystem

@@ -23,9 +23,9 @@
 #include "kernel_module_linux.h"
 #include "read_file_linux.h"
 #include "run_program.h"
-#include "sendtargets_client.h"
+#include "sendtargets_client_linux.h"
 #include "state_records_linux.h"
-#include "state_store.h"
+#include "state_store_linux.h"
 #include "text.h"
 
 namespace csi_proxy::iscsi {

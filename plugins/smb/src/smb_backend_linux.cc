@@ -317,7 +317,7 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeLinuxSmbBackend(LinuxSmbOptions option
   if (!options.mount_helper.empty()) {
     if (options.mount_helper[0] != '/') return InvalidArgument("mount_helper must be an absolute path");
     if (access(options.mount_helper.c_str(), X_OK) != 0) {
-      return InvalidArgument("mount_helper " + options.mount_helper + " is not an executable file");
+      return InvalidArgument("group key 'mount_helper': " + options.mount_helper + " is not an executable file");
     }
   }
   CSI_PROXY_RETURN_IF_ERROR(MakeDirs(options.mount_root));

@@ -1,7 +1,7 @@
-// The volume group's API versions: each only adapts its messages to the one VolumeService. Versions of one shape
-// share a template: api_v1.cc serves v1 and v2alpha1 (v2alpha1 adds GetClosestVolumeIDFromTargetPath),
-// api_v1beta3.cc serves v1beta3 (v1's methods plus the older names) and v1beta2, v1beta1 and v1alpha1 (the older
-// method names, string disk IDs, `path` and `size` fields).
+// The volume group's API versions: each only adapts its messages to the one VolumeService. One adapter file per
+// message shape, named after the newest version of that shape: api_v1.cc serves v1 and v2alpha1 (v2alpha1 adds
+// GetClosestVolumeIDFromTargetPath), api_v1beta3.cc serves v1beta3 (v1's methods plus the older names) and
+// v1beta2, v1beta1 and v1alpha1 (the older method names, string disk IDs, `path` and `size` fields).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,13 @@
 
 namespace csi_proxy::volume {
 
-// Declare v1 and v2alpha1 (api_v1.cc), and v1beta3, v1beta2, v1beta1 and v1alpha1 (api_v1beta3.cc), on `host`.
-// `vs` must outlive the registration.
+// Declares every version on `host` (api_v1.cc). `vs` must outlive the registration.
+void AddApiVersions(sdk::Host& host, VolumeService& vs);
+
+// The versions of each shape: v1 and v2alpha1 (api_v1.cc); v1beta3, v1beta2, v1beta1 and v1alpha1
+// (api_v1beta3.cc).
 void AddVersionsShapedLikeV1(sdk::Host& host, VolumeService& vs);
-void AddVersionsBeforeV1(sdk::Host& host, VolumeService& vs);
+void AddVersionsShapedLikeV1beta3(sdk::Host& host, VolumeService& vs);
 
 // The methods v1, v2alpha1 and v1beta3 have in common. `Api` is a service struct generated into
 // <version>/volume.csi.h.

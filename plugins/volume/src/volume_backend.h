@@ -3,10 +3,12 @@
 // volume_backend_linux.*.
 #pragma once
 
+#include <algorithm>
 #include <any>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "csi_proxy/status.hpp"
@@ -58,8 +60,12 @@ class VolumeBackend {
   virtual Status WriteVolumeCache(const ResolvedVolume& volume) = 0;
 };
 
-// Filesystems FormatVolume can create and ResizeVolume can grow on this platform.
-bool IsSupportedFilesystem(const std::string& fs_type);
+// Filesystems FormatVolume can create and ResizeVolume can grow on this platform, the first one the default.
+const std::vector<std::string_view>& SupportedFilesystems();
+inline bool IsSupportedFilesystem(std::string_view fs_type) {
+  const auto& all = SupportedFilesystems();
+  return std::find(all.begin(), all.end(), fs_type) != all.end();
+}
 
 // What the group's configuration sets for the platform's backend.
 struct VolumeBackendOptions {

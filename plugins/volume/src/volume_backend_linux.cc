@@ -30,6 +30,7 @@
 #include "partition_table_linux.h"
 #include "run_program.h"
 #include "text.h"
+#include "unmount_linux.h"
 
 namespace csi_proxy::volume {
 
@@ -125,9 +126,47 @@ StatusOr<std::string> RealPathOf(int dir_fd) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// The mkfs argv for `fs_type` with the request's (checked) options. `overwrite`: the volume holds a filesystem that
+// is to go (FormatVolume of a volume mounted where MountVolume mounted it).
+StatusOr<std::vector<std::string>> MkfsArgv(const std::string& mkfs, const std::string& fs_type,
+                                            const FormatOptions& format, const std::string& device, bool overwrite) {
+  std::vector<std::string> argv;
+  if (IsExt(fs_type)) {
+    // -F: a whole-disk volume would otherwise make mke2fs ask for confirmation; nodiscard: quick, like
+    // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively. mke2fs keeps
+    // only its last -E, so a request's extended options are joined to ours.
+    std::string extended = "nodiscard";
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < format.mkfs_options.size(); ++i) {
+      if (format.mkfs_options[i] == "-E" && i + 1 < format.mkfs_options.size()) {
+        const std::string& asked = format.mkfs_options[++i];
+        const bool says_discard = ("," + asked + ",").find(",discard,") != std::string::npos ||
+                                  ("," + asked + ",").find(",nodiscard,") != std::string::npos;
+        extended = says_discard ? asked : extended + "," + asked;
+      } else {
+        rest.push_back(format.mkfs_options[i]);
+      }
+    }
+    argv = {mkfs, "-F", "-q", "-E", extended};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+  } else if (fs_type == "xfs") {
+    // Without -f mkfs.xfs refuses to overwrite anything it recognises: only an in-place format passes it.
+    argv = {mkfs, "-q", "-K"};
+    if (overwrite) argv.push_back("-f");
+    argv.insert(argv.end(), format.mkfs_options.begin(), format.mkfs_options.end());
+  } else {
+    return FailedPrecondition("formatting as " + fs_type + " is not supported");
+  }
+  argv.push_back(device);
+  return argv;
+}
+
 }  // namespace
 
-bool IsSupportedFilesystem(const std::string& fs_type) { return IsExt(fs_type) || fs_type == "xfs"; }
+const std::vector<std::string_view>& SupportedFilesystems() {
+  static const std::vector<std::string_view> kFilesystems = {"ext4", "ext3", "ext2", "xfs"};
+  return kFilesystems;
+}
 
 LinuxVolumeBackend::LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOptions options)
     : policy_(std::move(policy)),
@@ -204,6 +243,24 @@ StatusOr<bool> LinuxVolumeBackend::IsVolumeFormatted(const ResolvedVolume& resol
   return IsFilesystem(sig);
 }
 
+StatusOr<std::vector<common::MountEntry>> LinuxVolumeBackend::MountsToFormatUnder(
+    const BlockDevice& volume, const std::vector<common::MountEntry>& table) const {
+  const auto mounts = common::MountsOfDevice(table, volume);
+  std::vector<std::string> targets;
+  for (const auto& m : mounts) {
+    CSI_PROXY_ASSIGN_OR_RETURN(bool ours, mounts_.MadeByMountVolume(m));
+    // Only the whole filesystem, once per mount point: a bind mount or a second mount stacked on a recorded
+    // path is someone else's.
+    const bool again = std::find(targets.begin(), targets.end(), m.target) != targets.end();
+    if (!ours || m.root != "/" || again) {
+      return FailedPrecondition("volume " + volume.path + " is in use: " + volume.path + " is mounted at " + m.target +
+                                ", not a mount point MountVolume made; refusing to format it");
+    }
+    targets.push_back(m.target);
+  }
+  return mounts;
+}
+
 Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved, const FormatOptions& format) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
   const std::string fs_type = format.fs_type.empty() ? options_.default_fs_type : format.fs_type;
@@ -215,8 +272,9 @@ Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved, const Fo
       return FailedPrecondition(what + " is a disk with partitions; format one of its partitions instead");
     }
   }
-  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
-  if (auto use = devices_.DescribeUse(volume, mounts)) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto table, common::ReadMountTable());
+  CSI_PROXY_RETURN_IF_ERROR(MountsToFormatUnder(volume, table).status());
+  if (auto use = devices_.DescribeUse(volume, {})) {  // without mounts (above): holders and swap
     return FailedPrecondition(what + " is in use: " + *use + "; refusing to format it");
   }
   CSI_PROXY_ASSIGN_OR_RETURN(auto mkfs, common::FindSystemProgram("mkfs." + fs_type));
@@ -225,6 +283,9 @@ Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved, const Fo
   CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskOf(volume));
   auto lock = common::OpenAndLockDisk(disk.path, O_RDONLY, /*exclusive=*/true);
   if (!lock.ok()) return lock.status().WithContext("formatting " + what);
+  CSI_PROXY_ASSIGN_OR_RETURN(table, common::ReadMountTable());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountsToFormatUnder(volume, table));
+  if (!mounted.empty()) return FormatMountedVolume(volume, fs_type, format, mkfs, mounted);
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (IsFilesystem(sig) && sig.fs_type == fs_type) return Status::Ok();  // a retry after success
   CSI_PROXY_RETURN_IF_ERROR(RefuseOpenVolume(volume));
@@ -232,35 +293,77 @@ Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved, const Fo
     return FailedPrecondition(what + " already holds " + common::DescribeSignatures(sig) +
                               "; refusing to overwrite it");
   }
-  std::vector<std::string> argv;
-  if (IsExt(fs_type)) {
-    // -F: a whole-disk volume would otherwise make mke2fs ask for confirmation; nodiscard: quick, like
-    // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively. mke2fs keeps
-    // only its last -E, so a request's extended options are joined to ours.
-    std::string extended = "nodiscard";
-    std::vector<std::string> rest;
-    for (size_t i = 0; i < format.mkfs_options.size(); ++i) {
-      if (format.mkfs_options[i] == "-E" && i + 1 < format.mkfs_options.size()) {
-        const std::string& asked = format.mkfs_options[++i];
-        const bool says_discard = ("," + asked + ",").find(",discard,") != std::string::npos ||
-                                  ("," + asked + ",").find(",nodiscard,") != std::string::npos;
-        extended = says_discard ? asked : extended + "," + asked;
-      } else {
-        rest.push_back(format.mkfs_options[i]);
-      }
-    }
-    argv = {mkfs, "-F", "-q", "-E", extended};
-    argv.insert(argv.end(), rest.begin(), rest.end());
-  } else if (fs_type == "xfs") {
-    argv = {mkfs, "-q", "-K"};  // no -f: mkfs.xfs refuses to overwrite anything it recognises
-    argv.insert(argv.end(), format.mkfs_options.begin(), format.mkfs_options.end());
-  } else {
-    return FailedPrecondition("formatting as " + fs_type + " is not supported");
-  }
-  argv.push_back(volume.path);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto argv, MkfsArgv(mkfs, fs_type, format, volume.path, /*overwrite=*/false));
   common::ProgramOptions run;
   run.timeout = kMkfsTimeout;
   return common::RunProgramChecked(argv, run).WithContext("formatting " + what + " as " + fs_type);
+}
+
+// Windows formats a mounted volume in place (Format-Volume dismounts it, formats it, and its mount points stay),
+// and sig-storage-local-static-provisioner's v1 cleanup relies on it. Here: the volume's mount points (all made by
+// MountVolume) are unmounted, never lazily, the filesystem is made, and it is mounted again at each with the
+// attributes it had. Called under the volume's lock and the disk's.
+Status LinuxVolumeBackend::FormatMountedVolume(const BlockDevice& volume, const std::string& fs_type,
+                                               const FormatOptions& format, const std::string& mkfs,
+                                               const std::vector<common::MountEntry>& mounts) {
+  const std::string what = "volume " + volume.path;
+  struct Unmounted {
+    std::string mount_point;
+    unsigned int attributes;
+  };
+  std::vector<Unmounted> unmounted;
+  // Mounts the volume (as `mounted_fs`) again wherever it was unmounted; `failure` keeps its own code.
+  auto mount_again = [&](const std::string& mounted_fs, Status failure) {
+    for (const auto& u : unmounted) {
+      Status again = MountAgain(volume, mounted_fs, u.mount_point, u.attributes);
+      if (!again.ok()) {
+        failure = Status(failure.ok() ? again.code() : failure.code(),
+                         (failure.ok() ? "" : failure.message() + "; ") + again.message());
+      }
+    }
+    return failure;
+  };
+
+  for (const auto& m : mounts) {
+    unsigned int attributes = 0;
+    Status done = UnmountMountPoint(
+        m, m.target, what + " is in use at " + QuotePath(m.target) + " (files open?); refusing to format it",
+        &attributes);
+    if (!done.ok()) return mount_again(m.fs_type, done);
+    unmounted.push_back({m.target, attributes});
+  }
+  const std::string old_fs = mounts.front().fs_type;
+  if (Status open = RefuseOpenVolume(volume); !open.ok()) return mount_again(old_fs, open);
+  auto argv = MkfsArgv(mkfs, fs_type, format, volume.path, /*overwrite=*/true);
+  if (!argv.ok()) return mount_again(old_fs, argv.status());
+  common::ProgramOptions run;
+  run.timeout = kMkfsTimeout;
+  Status made = common::RunProgramChecked(*argv, run).WithContext("formatting " + what + " as " + fs_type);
+  if (!made.ok()) {
+    // mkfs may have failed before writing anything (the old filesystem is still there) or after.
+    auto sig = common::ProbeSignatures(volume.path);
+    if (sig.ok() && IsFilesystem(*sig)) return mount_again(sig->fs_type, made);
+    return made.WithContext("the volume stays unmounted from " + QuotePath(mounts.front().target));
+  }
+  return mount_again(fs_type, Status::Ok());
+}
+
+Status LinuxVolumeBackend::MountAgain(const BlockDevice& volume, const std::string& fs_type,
+                                      const std::string& mount_point, unsigned int attributes) {
+  const std::string context = "mounting " + volume.path + " again at " + QuotePath(mount_point);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, policy_.Confine(mount_point, "target_path"));
+  auto dir = OpenTarget(target);
+  if (!dir.ok()) return dir.status().WithContext(context);
+  auto where = FindMountOf(dir->get());
+  if (!where.ok()) return where.status().WithContext(context);
+  if (where->is_mount_root) {
+    return FailedPrecondition(context + ": " + where->entry.source + " was mounted there meanwhile");
+  }
+  MountRequest request{volume.path, fs_type};
+  request.attributes = attributes;
+  auto mount = DetachedMount::Create(request);
+  if (!mount.ok()) return mount.status().WithContext(context);
+  return mount->AttachAt(dir->get(), QuotePath(mount_point));
 }
 
 Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume) const {
@@ -588,31 +691,34 @@ Status LinuxVolumeBackend::UnmountVolume(const ResolvedVolume& resolved, const c
     if (contents.valid()) syncfs(contents.get());  // flush before it goes, like upstream's Write-VolumeCache
   }
   dir->Reset();  // a descriptor inside the mount would keep it busy
+  CSI_PROXY_RETURN_IF_ERROR(UnmountMountPoint(
+      where.entry, target.path, "target_path " + QuotePath(target.path) + " is busy (files open?)", nullptr));
+  return mounts_.Forget(where.entry.target);
+}
 
+Status LinuxVolumeBackend::UnmountMountPoint(const common::MountEntry& mount, const std::string& shown,
+                                             const std::string& when_busy, unsigned int* attributes) {
   // Unmount by the mount point's real location (a symlinked target_path resolves elsewhere within the roots),
   // looked up from a descriptor of its parent and refusing a symlink in the last step.
-  CSI_PROXY_ASSIGN_OR_RETURN(auto real, policy_.Confine(where.entry.target, "target_path"));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto real, policy_.Confine(mount.target, "target_path"));
   CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, real, "target_path"));
   struct statx stx {};
   if (parent.name.empty() ||
       statx(parent.dir.get(), parent.name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) != 0 ||
-      stx.stx_mnt_id != static_cast<uint64_t>(where.entry.id)) {
-    return Status(Code::kAborted, "the mount at " + QuotePath(target.path) + " changed while being unmounted");
+      stx.stx_mnt_id != static_cast<uint64_t>(mount.id)) {
+    return Status(Code::kAborted, "the mount at " + QuotePath(shown) + " changed while being unmounted");
+  }
+  if (attributes != nullptr) {
+    UniqueFd root(openat(parent.dir.get(), parent.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!root.valid()) return Internal(ErrnoMessage("open " + QuotePath(shown), errno));
+    CSI_PROXY_ASSIGN_OR_RETURN(*attributes, MountAttributesOf(root.get()));
   }
   const std::string path = "/proc/self/fd/" + std::to_string(parent.dir.get()) + "/" + parent.name;
-  // A path lookup that passes through the mount at this moment (another call statting mount points, a scan of
-  // /proc) pins it for microseconds and makes umount2 fail with EBUSY: only a mount still busy after a second is.
-  int rc = umount2(path.c_str(), UMOUNT_NOFOLLOW);
-  for (int attempt = 0; rc != 0 && errno == EBUSY && attempt < 50; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    rc = umount2(path.c_str(), UMOUNT_NOFOLLOW);
+  if (int err = common::UnmountNotLazily(path); err != 0) {
+    if (err == EBUSY) return FailedPrecondition(when_busy);
+    return Internal(ErrnoMessage("unmounting " + QuotePath(shown), err));
   }
-  if (rc != 0) {
-    int err = errno;
-    if (err == EBUSY) return FailedPrecondition("target_path " + QuotePath(target.path) + " is busy (files open?)");
-    return Internal(ErrnoMessage("unmounting " + QuotePath(target.path), err));
-  }
-  return mounts_.Forget(where.entry.target);
+  return Status::Ok();
 }
 
 StatusOr<std::string> LinuxVolumeBackend::GetVolumeIdFromTargetPath(const common::ConfinedPath& target) {

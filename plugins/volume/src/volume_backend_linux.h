@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "block_device_scan_linux.h"
 #include "block_inventory_linux.h"
 #include "disk_offline_linux.h"
+#include "mount_table_linux.h"
 #include "path_policy.h"
 #include "unique_fd_linux.h"
 #include "volume_backend.h"
@@ -54,6 +56,23 @@ class LinuxVolumeBackend final : public VolumeBackend {
   Status GrowPartition(const common::BlockDevice& volume, int64_t size_bytes,
                        const std::function<Status(uint64_t)>& before_write, uint64_t& partition_bytes);
   Status GrowFilesystem(const common::BlockDevice& volume, const std::string& fs_type);
+  // The mounts of `volume` in `table` when each is one MountVolume made (the whole filesystem at a mount point it
+  // recorded), so that FormatVolume may format it in place; FAILED_PRECONDITION naming any other mount.
+  StatusOr<std::vector<common::MountEntry>> MountsToFormatUnder(const common::BlockDevice& volume,
+                                                                const std::vector<common::MountEntry>& table) const;
+  // FormatVolume of a volume mounted at `mounts` (MountsToFormatUnder): unmounted, formatted with `mkfs`, and
+  // mounted again at each mount point as it was; a busy mount point refuses it, and what was unmounted is
+  // mounted again.
+  Status FormatMountedVolume(const common::BlockDevice& volume, const std::string& fs_type, const FormatOptions& format,
+                             const std::string& mkfs, const std::vector<common::MountEntry>& mounts);
+  // Mounts `volume` (holding `fs_type`) at `mount_point` (a real path under the roots) with `attributes`.
+  Status MountAgain(const common::BlockDevice& volume, const std::string& fs_type, const std::string& mount_point,
+                    unsigned int attributes);
+  // Unmounts `mount` (never lazily; FAILED_PRECONDITION `when_busy` when busy) by its real path, looked up under the
+  // policy from its parent. `shown` names it in messages; `attributes`, if given, receives its mount attributes
+  // first.
+  Status UnmountMountPoint(const common::MountEntry& mount, const std::string& shown, const std::string& when_busy,
+                           unsigned int* attributes);
   // FAILED_PRECONDITION for a volume the node uses itself: mounted outside the allowed roots, swap, held.
   Status RefuseHostOwnedVolume(const common::BlockDevice& volume) const;
   // FAILED_PRECONDITION for a volume another process holds open exclusively or for writing (see README).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,9 @@ namespace csi_proxy::volume {
 
 class VolumeService {
  public:
-  VolumeService(VolumeBackend& backend, common::PathPolicy policy) : backend_(backend), policy_(std::move(policy)) {}
+  // `backend` mounts on the targets `policy` lets through (MakeVolumeBackend with the same policy).
+  VolumeService(std::unique_ptr<VolumeBackend> backend, common::PathPolicy policy)
+      : backend_(std::move(backend)), policy_(std::move(policy)) {}
 
   StatusOr<std::vector<std::string>> ListVolumesOnDisk(uint32_t disk_number, uint32_t partition_number);
   Status MountVolume(const std::string& volume_id, const std::string& target_path);
@@ -46,7 +49,7 @@ class VolumeService {
   // The one volume of the disk whose decimal number `disk_id` is.
   StatusOr<std::string> VolumeOfDiskNumber(const std::string& disk_id);
 
-  VolumeBackend& backend_;
+  std::unique_ptr<VolumeBackend> backend_;
   common::PathPolicy policy_;
   common::KeyedMutex locks_;
 };

@@ -5,7 +5,6 @@
 #include <sys/mount.h>
 
 #include "csi_node.h"
-#include "run_program.h"
 
 namespace csi_proxy::testing::drivers {
 namespace {
@@ -14,14 +13,15 @@ class LocalStaticProvisioner : public ::testing::Test {
  protected:
   void SetUp() override {
     CSI_PROXY_SKIP_WITHOUT_LOOP_DEVICES();
-    if (SystemProgram("mkfs.ext4").empty()) GTEST_SKIP() << "needs mkfs.ext4";
+    if (SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs mkfs.xfs (the node's default_fs_type)";
     ASSERT_TRUE(node_.Start()) << node_.error();
-    disk_ = std::make_unique<LoopDevice>(128 * kMiB);
-    // The admin's part: a local disk with a filesystem, mounted under the discovery directory.
+    disk_ = std::make_unique<LoopDevice>(512 * kMiB);
+    // The admin's part: a local disk with a filesystem, mounted under the discovery directory, both through the
+    // proxy (as a Windows admin adds a volume mount point), so that the v1 cleanup may format it in place.
     ASSERT_OK(node_.PartitionDisk(disk_->DiskNumber()));
-    ASSERT_TRUE(common::RunProgramChecked({SystemProgram("mkfs.ext4"), "-q", disk_->PartitionPath(1)}).ok());
+    ASSERT_OK(node_.FormatVolume(disk_->PartitionPath(1)));
     std::filesystem::create_directories(host_path_);
-    ASSERT_EQ(mount(disk_->PartitionPath(1).c_str(), host_path_.c_str(), "ext4", 0, nullptr), 0) << strerror(errno);
+    ASSERT_OK(node_.MountVolume(disk_->PartitionPath(1), host_path_));
     std::filesystem::create_directories(host_path_ + "/tenant-1/cache");
     std::ofstream(host_path_ + "/tenant-1/data.txt") << "the released volume's data";
   }
@@ -50,7 +50,7 @@ class LocalStaticProvisioner : public ::testing::Test {
 TEST_F(LocalStaticProvisioner, DiscoveryFindsTheMountedDiskAndItsCapacity) {
   int64_t capacity = 0;
   ASSERT_NO_FATAL_FAILURE(Discover(&capacity));
-  EXPECT_GT(capacity, int64_t{100 * kMiB});
+  EXPECT_GT(capacity, int64_t{400 * kMiB});
 }
 
 // The v2alpha1 cleanup of a released volume: RmdirContents of the host path, and its capacity again through
@@ -64,19 +64,40 @@ TEST_F(LocalStaticProvisioner, TheV2alpha1CleanupEmptiesTheVolumeAndKeepsItMount
   EXPECT_EQ(volume, disk_->PartitionPath(1));
   int64_t capacity = 0;
   ASSERT_OK(node_.GetVolumeStats(volume, &capacity));
-  EXPECT_GT(capacity, int64_t{100 * kMiB});
+  EXPECT_GT(capacity, int64_t{400 * kMiB});
 }
 
 // The v1 cleanup (deleter.go DeleteContents): GetVolumeIDFromTargetPath, then FormatVolume of the mounted volume,
-// which Windows answers by formatting it anew. Here FormatVolume never overwrites a filesystem, and never one
-// that is mounted (docs/deviations.md): the cleanup fails and says why, the released volume is not handed to the
-// next claim, and its data stays. The provisioner's v2alpha1 cleanup (above) is the one that works.
-TEST_F(LocalStaticProvisioner, TheV1CleanupIsRefusedAndTheVolumeIsNotHandedOnWithItsData) {
+// which Windows answers by formatting it in place. So does the volume group for a volume mounted only where
+// MountVolume mounted it: unmounted, formatted, mounted again. The provisioner's next discovery finds the same
+// mount point with an empty filesystem of the same capacity, ready for the next claim.
+TEST_F(LocalStaticProvisioner, TheV1CleanupFormatsTheMountedVolumeAndItStaysMountedEmpty) {
+  int64_t before = 0;
+  ASSERT_NO_FATAL_FAILURE(Discover(&before));
+  std::string volume;
+  ASSERT_OK(node_.GetVolumeIDFromTargetPath(host_path_, &volume));
+  ASSERT_OK(node_.FormatVolume(volume));
+
+  int64_t after = 0;
+  ASSERT_NO_FATAL_FAILURE(Discover(&after));
+  EXPECT_EQ(after, before);
+  EXPECT_TRUE(std::filesystem::is_empty(host_path_)) << "a new, empty filesystem at the same mount point";
+  EXPECT_FALSE(CsiNode::Exists(host_path_ + "/tenant-1/data.txt"));
+}
+
+// A disk the admin mounted by other means (fstab, mount(8)) is not the volume group's to unmount: the v1 cleanup
+// is refused and says why, the released volume is not handed to the next claim, and its data stays. The
+// v2alpha1 cleanup (above) works for it.
+TEST_F(LocalStaticProvisioner, TheV1CleanupOfADiskTheAdminMountedByOtherMeansIsRefusedAndItsDataStays) {
+  ASSERT_OK(node_.UnmountVolume(disk_->PartitionPath(1), host_path_));
+  ASSERT_EQ(mount(disk_->PartitionPath(1).c_str(), host_path_.c_str(), "xfs", 0, nullptr), 0) << strerror(errno);
   std::string volume;
   ASSERT_OK(node_.GetVolumeIDFromTargetPath(host_path_, &volume));
   auto status = node_.FormatVolume(volume);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(status.error_message().find("is mounted at"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("is mounted at " + host_path_ + ", not a mount point MountVolume made"),
+            std::string::npos)
+      << status.error_message();
   EXPECT_EQ(ReadText(host_path_ + "/tenant-1/data.txt"), "the released volume's data");
 }
 

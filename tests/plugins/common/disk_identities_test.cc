@@ -7,7 +7,7 @@
 #include <iterator>
 
 #include "block_inventory_linux.h"
-#include "device_naming_linux.h"
+#include "disk_identifiers_linux.h"
 #include "disk_offline_linux.h"
 #include "fake_sysfs.h"
 

@@ -52,8 +52,7 @@ class DiskServiceTest : public ::testing::Test {
   LinuxDiskOptions Options() const { return LinuxDiskOptions{.state_dir = state_.path()}; }
 
   TempDir state_;
-  LinuxDiskBackend backend_{Options()};
-  DiskService service_{backend_};
+  DiskService service_{std::make_unique<LinuxDiskBackend>(Options())};
   common::BlockDevices devices_;
 };
 
@@ -224,17 +223,17 @@ TEST_F(DiskServiceTest, ALoopDiskGoesOfflineAndOnlineAndTheStateSurvivesARestart
   EXPECT_FALSE(*service_.GetDiskState(loop.DiskNumber()));
   EXPECT_TRUE(service_.SetDiskState(loop.DiskNumber(), false).ok()) << "offline already: nothing to do";
   {
-    LinuxDiskBackend restarted(Options());  // the next run of the proxy
-    EXPECT_FALSE(*DiskService(restarted).GetDiskState(loop.DiskNumber()));
+    DiskService restarted(std::make_unique<LinuxDiskBackend>(Options()));  // the next run of the proxy
+    EXPECT_FALSE(*restarted.GetDiskState(loop.DiskNumber()));
   }
-  LinuxDiskBackend without_state;  // another state_dir knows nothing of it
-  EXPECT_TRUE(*DiskService(without_state).GetDiskState(loop.DiskNumber()));
+  DiskService without_state(std::make_unique<LinuxDiskBackend>());  // another state_dir knows nothing of it
+  EXPECT_TRUE(*without_state.GetDiskState(loop.DiskNumber()));
 
   status = service_.SetDiskState(loop.DiskNumber(), true);
   ASSERT_TRUE(status.ok()) << status.message();
   EXPECT_TRUE(*service_.GetDiskState(loop.DiskNumber()));
-  LinuxDiskBackend restarted(Options());
-  EXPECT_TRUE(*DiskService(restarted).GetDiskState(loop.DiskNumber()));
+  DiskService restarted(std::make_unique<LinuxDiskBackend>(Options()));
+  EXPECT_TRUE(*restarted.GetDiskState(loop.DiskNumber()));
 }
 
 TEST_F(DiskServiceTest, TakingADiskOfflineWritesItsCachedDataToTheDevice) {
@@ -281,8 +280,8 @@ TEST_F(DiskServiceTest, ADiskInUseCannotGoOffline) {
 
 TEST_F(DiskServiceTest, WithoutAStateDirOnlyDisksWithAKernelStateGoOffline) {
   LoopDevice loop(64 * kMiB);
-  LinuxDiskBackend without_state;
-  auto status = DiskService(without_state).SetDiskState(loop.DiskNumber(), false);
+  DiskService without_state(std::make_unique<LinuxDiskBackend>());
+  auto status = without_state.SetDiskState(loop.DiskNumber(), false);
   EXPECT_EQ(status.code(), Code::kFailedPrecondition);
   EXPECT_NE(status.message().find("loop device"), std::string::npos) << status.message();
   EXPECT_TRUE(*service_.GetDiskState(loop.DiskNumber()));
@@ -308,11 +307,11 @@ class FakeScsiDiskTest : public ::testing::Test {
   FakeScsiDiskTest()
       : fake_("sdz", "7:0:3:12", 4242, testing::VpdPage(0x83, testing::Designator(2, 0, 1, "LIO-ORG disk42  ")),
               testing::VpdPage(0x80, "abc-123")),
-        backend_(LinuxDiskOptions{.state_dir = state_.path(), .roots = fake_.roots()}) {}
+        service_(
+            std::make_unique<LinuxDiskBackend>(LinuxDiskOptions{.state_dir = state_.path(), .roots = fake_.roots()})) {}
 
   testing::FakeScsiDisk fake_;
-  LinuxDiskBackend backend_;
-  DiskService service_{backend_};
+  DiskService service_;
 };
 
 TEST_F(FakeScsiDiskTest, ListDiskLocationsGivesAdapterBusTargetLun) {

@@ -21,7 +21,7 @@ class DriverDiskLookup : public ::testing::Test {
   DriverDiskLookup()
       : sysfs_(
             {"scsi-naa-lun3", "scsi-t10", "nvme-no-namespace-id", "nvme-eui64-written", "virtio-blk-serial", "loop"}),
-        backend_(LinuxDiskOptions{.roots = sysfs_.roots()}) {
+        service_(std::make_unique<LinuxDiskBackend>(LinuxDiskOptions{.roots = sysfs_.roots()})) {
     auto ids = service_.ListDiskIds();
     EXPECT_TRUE(ids.ok()) << ids.status().message();
     if (ids.ok()) ids_ = *ids;
@@ -34,8 +34,7 @@ class DriverDiskLookup : public ::testing::Test {
   }
 
   RecordedDisks sysfs_;
-  LinuxDiskBackend backend_;
-  DiskService service_{backend_};
+  DiskService service_;
   std::map<uint32_t, DiskIds> ids_;
   std::map<uint32_t, DiskLocation> locations_;
 };

@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 // sandbox/smb-mounts is a link target dir.
 class FilesystemServiceTest : public ::testing::Test {
  protected:
-  FilesystemServiceTest() : service_(MakePolicy()) {
+  FilesystemServiceTest() : service_(MakeFilesystemBackend(MakePolicy(), {}), MakePolicy()) {
     fs::create_directories(kubelet_);
     fs::create_directories(work_);
     fs::create_directories(evil_);
@@ -508,7 +508,8 @@ class FilesystemServiceRecordedMountTest : public FilesystemServiceMountTest {
   }
 
   TempDir state_;
-  FilesystemService with_records_{MakePolicy(), FilesystemOptions{.state_dir = state_.path()}};
+  FilesystemService with_records_{MakeFilesystemBackend(MakePolicy(), FilesystemOptions{.state_dir = state_.path()}),
+                                  MakePolicy()};
 };
 
 TEST_F(FilesystemServiceRecordedMountTest, ForcedRmdirOfAMountPointMountVolumeMadeUnmountsAndRemovesIt) {
@@ -578,7 +579,8 @@ class FilesystemServiceSmbLinkTest : public FilesystemServiceTest {
 
   TempDir state_;
   std::string mount_point_ = smb_ + "/server/share";
-  FilesystemService with_records_{MakePolicy(), FilesystemOptions{.state_dir = state_.path()}};
+  FilesystemService with_records_{MakeFilesystemBackend(MakePolicy(), FilesystemOptions{.state_dir = state_.path()}),
+                                  MakePolicy()};
 };
 
 TEST_F(FilesystemServiceSmbLinkTest, RemovingOneLinkKeepsTheMappingAndRemovingTheLastUnmapsIt) {

@@ -155,7 +155,11 @@ TEST_F(SmbEndToEnd, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
 TEST_F(SmbEndToEnd, ABadGroupKeyRefusesTheGroupWithAClearMessage) {
   HostProcess host("[groups.smb]\nrequired = true\nmount_helper = \"relative/helper\"\n");
   EXPECT_FALSE(host.Start({kV1}, std::chrono::seconds(10)));
-  EXPECT_NE(host.log().find("mount_helper must be an absolute path"), std::string::npos) << host.log();
+  // The key's file and line, and what it must be.
+  EXPECT_NE(host.log().find(host.config_path() + ":"), std::string::npos) << host.log();
+  EXPECT_NE(host.log().find(": groups.smb.mount_helper: group key 'mount_helper' must be an absolute path"),
+            std::string::npos)
+      << host.log();
 }
 
 TEST_F(SmbEndToEnd, AnUnknownGroupKeyRefusesTheGroup) {

@@ -416,9 +416,24 @@ TEST_F(VolumeEndToEnd, RefusalsKeepData) {
   ASSERT_TRUE(v1_.Mount(id, mnt).ok());
   std::ofstream(mnt + "/precious.txt") << "keep me";
 
-  auto status = v1_.Format(id);  // mounted: refused (even though it is already ext4, mounted comes first)
-  EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION);
-  EXPECT_NE(status.error_message().find("mounted at"), std::string::npos) << status.error_message();
+  {
+    // Mounted where MountVolume mounted it, but busy (a pod has a file open): never unmounted, so not formatted.
+    std::ifstream in_use(mnt + "/precious.txt");
+    auto status = v1_.Format(id);
+    EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION);
+    EXPECT_NE(status.error_message().find("is in use at"), std::string::npos) << status.error_message();
+  }
+  {
+    // Mounted somewhere else too (a bind mount the volume group did not make): not the group's to unmount.
+    const std::string bound = dir_.MakeDir("kubelet/bound");
+    ASSERT_EQ(mount(mnt.c_str(), bound.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+    auto status = v1_.Format(id);
+    EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION);
+    EXPECT_NE(status.error_message().find("is mounted at " + bound + ", not a mount point MountVolume made"),
+              std::string::npos)
+        << status.error_message();
+    ASSERT_EQ(umount2(bound.c_str(), 0), 0) << strerror(errno);
+  }
   EXPECT_EQ(v1_.Mount(id, kubelet_ + "/../escape").error_code(), Code::INVALID_ARGUMENT);
   EXPECT_EQ(v1_.Mount(id, "/etc").error_code(), Code::PERMISSION_DENIED);
   EXPECT_EQ(v1_.Resize(id, 64 * kMiB).error_code(), Code::FAILED_PRECONDITION) << "smaller than now: never shrinks";

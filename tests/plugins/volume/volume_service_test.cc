@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -27,14 +28,17 @@
 #include <vector>
 
 #include "block_device_scan_linux.h"
+#include "block_inventory_linux.h"
 #include "block_probe_linux.h"
 #include "disk_backend_linux.h"
+#include "disk_offline_linux.h"
 #include "disk_service.h"
 #include "fake_sysfs.h"
 #include "loop_device.h"
 #include "path_policy.h"
 #include "run_program.h"
 #include "volume_backend_linux.h"
+#include "volume_mounts_linux.h"
 
 namespace csi_proxy::volume {
 namespace {
@@ -65,10 +69,11 @@ class VolumeServiceTest : public ::testing::Test {
     auto policy = common::PathPolicy::Create(kubelet_, {});
     ASSERT_TRUE(policy.ok()) << policy.status().message();
     service_.reset();
-    backend_ = std::make_unique<LinuxVolumeBackend>(
-        *policy, LinuxVolumeOptions{
-                     .default_fs_type = fs_type, .scratch_dir = dir_.Sub("scratch"), .state_dir = dir_.Sub("state")});
-    service_ = std::make_unique<VolumeService>(*backend_, *policy);
+    service_ = std::make_unique<VolumeService>(
+        std::make_unique<LinuxVolumeBackend>(*policy, LinuxVolumeOptions{.default_fs_type = fs_type,
+                                                                         .scratch_dir = dir_.Sub("scratch"),
+                                                                         .state_dir = dir_.Sub("state")}),
+        *policy);
   }
 
   // A loop disk partitioned through the disk service; returns the volume ID of its partition.
@@ -107,9 +112,8 @@ class VolumeServiceTest : public ::testing::Test {
 
   TempDir dir_;
   std::string kubelet_;
-  disk::LinuxDiskBackend disk_backend_{disk::LinuxDiskOptions{.state_dir = dir_.Sub("state")}};  // shares state_dir
-  disk::DiskService disks_{disk_backend_};
-  std::unique_ptr<LinuxVolumeBackend> backend_;
+  disk::DiskService disks_{std::make_unique<disk::LinuxDiskBackend>(
+      disk::LinuxDiskOptions{.state_dir = dir_.Sub("state")})};  // shares state_dir
   std::unique_ptr<VolumeService> service_;
 };
 
@@ -395,17 +399,149 @@ TEST_F(VolumeServiceTest, UpstreamNegativeCasesFail) {
   EXPECT_EQ(service_->GetClosestVolumeIdFromTargetPath("").status().code(), Code::kInvalidArgument);
 }
 
-TEST_F(VolumeServiceTest, FormatVolumeRefusesAMountedVolumeAndItsFilesSurvive) {
+// Windows formats a mounted volume in place (Format-Volume dismounts it, formats it, and its mount points stay);
+// sig-storage-local-static-provisioner's v1 cleanup relies on it. A volume mounted only where MountVolume mounted it
+// is formatted so: its files are gone, and each mount point mounts it again with the attributes it had.
+TEST_F(VolumeServiceTest, FormatVolumeOfAVolumeMountedOnlyWhereMountVolumeMountedItFormatsItInPlace) {
   LoopDevice loop(128 * kMiB);
   const std::string id = FormattedVolume(loop);
-  const std::string mnt = dir_.MakeDir("kubelet/busy");
+  const std::string staging = dir_.MakeDir("kubelet/staging"), publish = dir_.MakeDir("kubelet/publish");
+  ASSERT_TRUE(service_->MountVolume(id, staging).ok());
+  ASSERT_TRUE(service_->MountVolume(id, publish).ok());
+  // An attribute MountVolume never sets: the mount point keeps what it had, not what the group's keys say.
+  ASSERT_EQ(mount(nullptr, publish.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr),
+            0)
+      << strerror(errno);
+  std::ofstream(staging + "/released.txt") << "the last tenant's data";
+  const auto before = common::ProbeSignatures(id);
+  ASSERT_TRUE(before.ok());
+
+  auto status = service_->FormatVolume(id);
+  ASSERT_TRUE(status.ok()) << status.message();
+
+  const auto after = common::ProbeSignatures(id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->fs_type, "ext4");
+  EXPECT_NE(after->uuid, before->uuid) << "a new filesystem";
+  EXPECT_FALSE(std::filesystem::exists(staging + "/released.txt"));
+  EXPECT_FALSE(std::filesystem::exists(publish + "/released.txt"));
+  for (const auto& [mnt, noexec] : {std::pair{staging, false}, std::pair{publish, true}}) {
+    SCOPED_TRACE(mnt);
+    auto mounted = service_->GetVolumeIdFromTargetPath(mnt);
+    ASSERT_TRUE(mounted.ok()) << mounted.status().message();
+    EXPECT_EQ(*mounted, id);
+    struct statvfs vfs {};
+    ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
+    EXPECT_TRUE(vfs.f_flag & ST_NOSUID);
+    EXPECT_TRUE(vfs.f_flag & ST_NODEV);
+    EXPECT_EQ((vfs.f_flag & ST_NOEXEC) != 0, noexec);
+    EXPECT_FALSE(vfs.f_flag & ST_RDONLY);
+  }
+  // They are still mount points MountVolume made (a forced Rmdir of the filesystem group would unmount them).
+  auto table = common::ReadMountTable();
+  ASSERT_TRUE(table.ok());
+  common::VolumeMounts records(dir_.Sub("state"));
+  for (const auto& m : common::MountsOfDevice(*table, *common::BlockDevices().ResolveVolumeId(id))) {
+    EXPECT_TRUE(*records.MadeByMountVolume(m)) << m.target;
+  }
+  std::ofstream(staging + "/next.txt") << "the next tenant";
+  EXPECT_EQ(ReadFile(publish + "/next.txt"), "the next tenant");
+  EXPECT_TRUE(service_->UnmountVolume(id, publish).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, staging).ok());
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeInPlaceCreatesTheRequestedFilesystem) {
+  if (testing::SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs mkfs.xfs";
+  LoopDevice loop(512 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
   ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
-  std::ofstream(mnt + "/precious.txt") << "keep me";
-  Configure("xfs");  // even a different filesystem type must not lead to a reformat
+  std::ofstream(mnt + "/released.txt") << "the last tenant's data";
+
+  auto status = service_->FormatVolume(id, FormatOptions{"xfs", {"-L", "next"}});
+  ASSERT_TRUE(status.ok()) << status.message();
+
+  EXPECT_EQ(common::ProbeSignatures(id)->fs_type, "xfs");
+  auto table = common::ReadMountTable();
+  ASSERT_TRUE(table.ok());
+  auto at = std::find_if(table->begin(), table->end(), [&](const auto& m) { return m.target == mnt; });
+  ASSERT_NE(at, table->end()) << "mounted again";
+  EXPECT_EQ(at->fs_type, "xfs");
+  EXPECT_TRUE(std::filesystem::is_empty(mnt));
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
+}
+
+// Only the volume group's own mount points are its to unmount: a volume also mounted anywhere else (a bind mount of
+// one of them, the admin's own mount) is refused as before, and nothing is unmounted.
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeMountedWhereMountVolumeDidNotMountIt) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string staging = dir_.MakeDir("kubelet/staging");
+  ASSERT_TRUE(service_->MountVolume(id, staging).ok());
+  std::ofstream(staging + "/precious.txt") << "keep me";
+
+  const std::string bound = dir_.MakeDir("kubelet/pod-bind"), admins = dir_.MakeDir("kubelet/admins");
+  ASSERT_EQ(mount(staging.c_str(), bound.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
   auto status = service_->FormatVolume(id);
   EXPECT_EQ(status.code(), Code::kFailedPrecondition);
-  EXPECT_NE(status.message().find("mounted at " + mnt), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("is mounted at " + bound + ", not a mount point MountVolume made"), std::string::npos)
+      << status.message();
+  ASSERT_EQ(umount2(bound.c_str(), 0), 0) << strerror(errno);
+
+  ASSERT_TRUE(service_->UnmountVolume(id, staging).ok());
+  ASSERT_EQ(mount(id.c_str(), admins.c_str(), "ext4", 0, nullptr), 0) << strerror(errno);
+  status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("is mounted at " + admins), std::string::npos) << status.message();
+  EXPECT_EQ(ReadFile(admins + "/precious.txt"), "keep me");
+  ASSERT_EQ(umount2(admins.c_str(), 0), 0) << strerror(errno);
+}
+
+// A busy volume (a file open on it) is never unmounted lazily: the call says it is in use, and what it unmounted
+// before it met the busy mount point is mounted again.
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeInUseAndMountsAgainWhatItUnmounted) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string staging = dir_.MakeDir("kubelet/staging"), publish = dir_.MakeDir("kubelet/publish");
+  ASSERT_TRUE(service_->MountVolume(id, staging).ok());
+  ASSERT_TRUE(service_->MountVolume(id, publish).ok());
+  std::ofstream(staging + "/open.txt") << "a pod reads me";
+  {
+    std::ifstream in_use(publish + "/open.txt");
+    ASSERT_TRUE(in_use.is_open());
+    auto status = service_->FormatVolume(id);
+    EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+    EXPECT_NE(status.message().find("is in use at \"" + publish + "\""), std::string::npos) << status.message();
+  }
+  for (const auto& mnt : {staging, publish}) {
+    auto mounted = service_->GetVolumeIdFromTargetPath(mnt);
+    ASSERT_TRUE(mounted.ok()) << mnt << ": " << mounted.status().message();
+    EXPECT_EQ(ReadFile(mnt + "/open.txt"), "a pod reads me");
+  }
+  EXPECT_TRUE(service_->UnmountVolume(id, publish).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, staging).ok());
+}
+
+// A disk that went offline under a mounted volume (a SCSI disk's kernel state; here the disk group's record, as
+// SetDiskState refuses a mounted disk): its volume is not formatted, mounted or not.
+TEST_F(VolumeServiceTest, FormatVolumeOfAMountedVolumeOnAnOfflineDiskIsRefused) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  std::ofstream(mnt + "/precious.txt") << "keep me";
+  common::BlockInventory inventory;
+  auto disk = inventory.DiskByNumber(loop.DiskNumber());
+  ASSERT_TRUE(disk.ok());
+  common::OfflineDisks offline(dir_.Sub("state"), {});
+  ASSERT_TRUE(offline.MarkOffline(*disk).ok());
+
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("which is offline"), std::string::npos) << status.message();
   EXPECT_EQ(ReadFile(mnt + "/precious.txt"), "keep me");
+  ASSERT_TRUE(offline.MarkOnline(*disk).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
 }
 
 TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeHoldingAnotherFilesystem) {

@@ -1,5 +1,5 @@
-// Persistent iSCSI state in a private directory; see state_store.h.
-#include "state_store.h"
+// Persistent iSCSI state in a private directory; see state_store_linux.h.
+#include "state_store_linux.h"
 
 #include <dirent.h>
 #include <fcntl.h>

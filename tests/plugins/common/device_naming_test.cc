@@ -1,5 +1,5 @@
 // How disks are named: SCSI addresses, page 0x83 identifiers and serials parsed from the bytes devices give.
-#include "device_naming_linux.h"
+#include "device_naming.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// In-process iSCSI SendTargets discovery; see sendtargets_client.h.
-#include "sendtargets_client.h"
+// In-process iSCSI SendTargets discovery; see sendtargets_client_linux.h.
+#include "sendtargets_client_linux.h"
 
 #include <fcntl.h>
 #include <netdb.h>

@@ -22,7 +22,7 @@ void AddMethods(sdk::Host& host, SmbService& smb) {
 
 }  // namespace
 
-void AddSmbVersions(sdk::Host& host, SmbService& smb) {
+void AddApiVersions(sdk::Host& host, SmbService& smb) {
   AddMethods<v1::SmbApi>(host, smb);
   AddMethods<v1beta2::SmbApi>(host, smb);
   AddMethods<v1beta1::SmbApi>(host, smb);

@@ -1,9 +1,9 @@
-// How the API names disks, read from the text the kernel and the devices give: disk numbers, SCSI addresses,
-// page 0x83 identifiers and serial numbers. Pure parsing, no I/O; block_device_scan_linux.h reads the text.
+// How the API names disks, parsed from the text and bytes the kernel and the devices give: disk numbers, SCSI
+// addresses, page 0x83 identifiers and serial numbers. Pure parsing, no I/O, the same on every system;
+// disk_identifiers_linux.h says which sysfs attributes they come from on Linux.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,18 +42,6 @@ std::string NvmePage83Identifier(std::string_view eui, std::string_view nguid);
 
 // The product serial number of a VPD page 0x80 (bytes 4 .. 4+length), untrimmed. "" when malformed.
 std::string ParseVpdSerial(std::string_view vpd_page);
-
-// Reads one attribute of a whole disk relative to its sysfs directory (/sys/class/block/<name>): "device/vpd_pg83",
-// "serial", ...; the content without its trailing newline (with it, and any bytes, when `raw`), or nullopt when the
-// attribute does not exist or cannot be read.
-using DiskAttributeReader = std::function<std::optional<std::string>(const char* name, bool raw)>;
-
-// The identifiers of a whole disk from its sysfs attributes, by kind:
-//   SCSI (device/vpd_pg83, device/vpd_pg80): page 0x83 by upstream's rule, serial from page 0x80;
-//   NVMe (eui, nguid, device/serial of the controller): NvmePage83Identifier, the controller's serial;
-//   virtio-blk (serial): no page 0x83, its serial;
-//   anything else (loop, device-mapper, RAM disks): nothing.
-DiskIdentifiers ReadDiskIdentifiers(const DiskAttributeReader& read);
 
 // A disk number written as decimal text, as older API versions carry it ("7"). INVALID_ARGUMENT for anything
 // else: empty, signs, spaces, other digits, values beyond uint32.

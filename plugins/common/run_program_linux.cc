@@ -1,4 +1,4 @@
-// Fork/exec with an argv and a scrubbed environment; see run_program.h.
+// Running a program on Linux: posix_spawn with an argv and a scrubbed environment; see run_program.h.
 #include "run_program.h"
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-// Disk names parsed from kernel and device text; see device_naming_linux.h.
-#include "device_naming_linux.h"
+// Disk names parsed from kernel and device text; see device_naming.h.
+#include "device_naming.h"
 
 #include <algorithm>
 #include <climits>
@@ -76,22 +76,6 @@ std::string NvmePage83Identifier(std::string_view eui, std::string_view nguid) {
   if (std::string hex = NonZeroHexDigits(eui); hex.size() == 16) return "eui." + hex;
   if (std::string hex = NonZeroHexDigits(nguid); hex.size() == 32) return "eui." + hex;
   return {};
-}
-
-DiskIdentifiers ReadDiskIdentifiers(const DiskAttributeReader& read) {
-  DiskIdentifiers ids;
-  if (auto pg83 = read("device/vpd_pg83", true)) ids.page83 = SelectPage83Identifier(*pg83);
-  auto eui = read("eui", false);
-  auto nguid = read("nguid", false);
-  if (ids.page83.empty() && (eui || nguid)) ids.page83 = NvmePage83Identifier(eui.value_or(""), nguid.value_or(""));
-  if (auto pg80 = read("device/vpd_pg80", true)) {
-    ids.serial_number = ParseVpdSerial(*pg80);
-  } else if (auto controller = read("device/serial", false)) {  // NVMe: the controller's serial
-    ids.serial_number = *controller;
-  } else if (auto virtio = read("serial", false)) {  // virtio-blk
-    ids.serial_number = *virtio;
-  }
-  return ids;
 }
 
 StatusOr<uint32_t> ParseDiskNumber(std::string_view text) {
