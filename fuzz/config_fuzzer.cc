@@ -1,10 +1,10 @@
-// Fuzzes the host's TOML configuration loader (host/src/config.cc ParseConfig) with arbitrary bytes: any input must
-// give a HostConfig or an error Status, never a crash, a leak or undefined behaviour.
+// Fuzzes the host's TOML configuration loader (host/src/config/config.cc ParseConfig) with arbitrary bytes: any input
+// must give a HostConfig or an error Status, never a crash, a leak or undefined behaviour.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "config.h"
+#include "config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "call_handle.h"
-#include "endpoint_registry.h"
-#include "host_call.h"
+#include "abi/call_handle.h"
+#include "abi/endpoint_registry.h"
+#include "abi/host_context.h"
 
 namespace {
 

@@ -27,6 +27,10 @@ class RecordingSmbBackend : public SmbBackend {
   }
   Status CheckLink(const common::ConfinedPath&, const RemotePath&) override { return Status::Ok(); }
   Status Link(const common::ConfinedPath&, const RemotePath&) override { return Status::Ok(); }
+  StatusOr<std::shared_ptr<void>> LockUsers(const RemotePath&) override { return std::shared_ptr<void>(); }
+  Status AddUser(const RemotePath&, const common::ConfinedPath*) override { return Status::Ok(); }
+  Status DropPin(const RemotePath&) override { return Status::Ok(); }
+  StatusOr<MappingUsers> Users(const RemotePath&) override { return MappingUsers{}; }
 
  private:
   static std::string Key(const RemotePath& remote) { return remote.server + "/" + remote.share; }

@@ -21,7 +21,8 @@ class RecordingVolumeBackend : public VolumeBackend {
   Status MountVolume(const ResolvedVolume&, const common::ConfinedPath&) override { return Status::Ok(); }
   Status UnmountVolume(const ResolvedVolume&, const common::ConfinedPath&) override { return Status::Ok(); }
   StatusOr<bool> IsVolumeFormatted(const ResolvedVolume&) override { return true; }
-  Status FormatVolume(const ResolvedVolume&) override { return Status::Ok(); }
+  Status FormatVolume(const ResolvedVolume&, const FormatOptions&) override { return Status::Ok(); }
+  std::string DefaultFilesystem() const override { return "ext4"; }
   Status ResizeVolume(const ResolvedVolume&, int64_t) override { return Status::Ok(); }
   StatusOr<VolumeStats> GetVolumeStats(const ResolvedVolume&) override {
     return VolumeStats{int64_t{1} << 30, int64_t{1} << 20};
@@ -36,7 +37,10 @@ class RecordingVolumeBackend : public VolumeBackend {
 
 }  // namespace
 
-bool IsSupportedFilesystem(const std::string& fs_type) { return fs_type == "ext4" || fs_type == "xfs"; }
+const std::vector<std::string_view>& SupportedFilesystems() {
+  static const std::vector<std::string_view> kFilesystems = {"ext4", "xfs"};
+  return kFilesystems;
+}
 
 std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy, const VolumeBackendOptions&) {
   return std::make_unique<RecordingVolumeBackend>();

@@ -4,14 +4,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -20,26 +16,7 @@
 
 namespace csi_proxy::bench {
 namespace fs = std::filesystem;
-
-std::string BuildDir() { return CSI_PROXY_BUILD_DIR; }
-std::string SourceDir() { return CSI_PROXY_SOURCE_DIR; }
-std::string HostBinary() { return BuildDir() + "/bin/csi-proxy"; }
-std::string PluginDir() { return BuildDir() + "/lib/csi-proxy/plugins"; }
-
-std::string GroupLibrary(const std::string& group) {
-  std::string path = PluginDir() + "/libcsi-proxy-" + group + ".so";
-  return fs::exists(path) ? path : std::string();
-}
-
-std::string RepoRelative(const std::string& path) {
-  std::string root = SourceDir() + "/";
-  return path.rfind(root, 0) == 0 ? path.substr(root.size()) : path;
-}
-
-const std::vector<std::string>& AllGroups() {
-  static const std::vector<std::string> groups = {"filesystem", "disk", "volume", "smb", "system", "iscsi"};
-  return groups;
-}
+using testing::ServerAnswers;
 
 namespace {
 
@@ -110,72 +87,41 @@ class Http2Probe {
   std::string received_;
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 BenchHost::BenchHost(const std::vector<std::string>& groups, const std::string& host_keys,
                      const std::string& extra_toml)
-    : scratch_("csi-proxy-bench-host"), groups_(groups), host_keys_(host_keys) {
-  scratch_.MakeDir("endpoints");
-  scratch_.MakeDir("kubelet");
-  scratch_.MakeDir("state");
-  config_path_ = scratch_.Sub("csi-proxy.toml");
-  std::ofstream(config_path_) << ConfigText(extra_toml);
+    : groups_(groups),
+      host_keys_((host_keys.find("log_level") == std::string::npos ? "log_level = \"info\"\n" : "") +
+                 std::string(host_keys.find("shutdown_timeout_seconds") == std::string::npos
+                                 ? "shutdown_timeout_seconds = 5\n"
+                                 : "") +
+                 host_keys),
+      host_(GroupTables(extra_toml), host_keys_) {}
+
+BenchHost::~BenchHost() {
+  if (host_.running()) (void)Stop();
 }
 
-std::string BenchHost::ConfigText(const std::string& extra_toml) const {
-  std::ostringstream cfg;
-  cfg << "[host]\n"
-      << "endpoint_dir = \"" << scratch_.Sub("endpoints") << "\"\n"
-      << "plugin_dir = \"" << PluginDir() << "\"\n"
-      << "kubelet_path = \"" << kubelet_dir() << "\"\n"
-      << "state_dir = \"" << scratch_.Sub("state") << "\"\n"
-      << "shutdown_timeout_seconds = 5\n";
-  if (host_keys_.find("log_level") == std::string::npos) cfg << "log_level = \"info\"\n";
-  cfg << host_keys_ << "\n";
-  for (const auto& g : groups_) cfg << "\n[groups." << g << "]\nenabled = true\n";
-  if (!extra_toml.empty()) cfg << "\n" << extra_toml << "\n";
-  return cfg.str();
+std::string BenchHost::GroupTables(const std::string& extra_toml) const {
+  std::ostringstream tables;
+  for (const auto& g : groups_) tables << "\n[groups." << g << "]\nenabled = true\n";
+  if (!extra_toml.empty()) tables << "\n" << extra_toml << "\n";
+  return tables.str();
 }
 
 Status BenchHost::RewriteConfig(const std::string& extra_toml) {
-  std::string next = config_path_ + ".next";
-  {
-    std::ofstream out(next, std::ios::trunc);
-    out << ConfigText(extra_toml);
-    out.flush();
-    if (!out) return Internal("cannot write " + next);
-  }
-  if (std::rename(next.c_str(), config_path_.c_str()) != 0) {
-    return Internal("cannot rename " + next + ": " + std::strerror(errno));
-  }
+  host_.WriteConfig(GroupTables(extra_toml), host_keys_);
   return Status::Ok();
 }
 
-BenchHost::~BenchHost() {
-  if (process_.running()) (void)Stop();
-}
-
-std::string BenchHost::log() const { return ReadFile(scratch_.Sub("host.log")); }
-
 StatusOr<std::vector<EndpointInfo>> BenchHost::CheckConfig(std::vector<std::string>* refusals) {
-  std::string out_path = scratch_.Sub("check-config.out");
-  auto child = ChildProcess::Start({HostBinary(), "--check-config", "--config", config_path_}, out_path);
-  if (!child.ok()) return child.status();
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!child->Exited(&status)) {
-    if (std::chrono::steady_clock::now() > deadline) return Internal("csi-proxy --check-config did not finish");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const size_t before = host_.log().size();
+  if (host_.RunToExit({"--check-config"}, std::chrono::seconds(30)) == -1) {
+    return Internal("csi-proxy --check-config did not finish");
   }
   // Lines: "GROUP VERSION ENDPOINT LIBRARY" then "<group> <version> <dir>/<endpoint> <library>", "refused: ...".
-  std::istringstream lines(ReadFile(out_path));
+  std::istringstream lines(host_.log().substr(before));
   std::string line;
   std::vector<EndpointInfo> endpoints;
   while (std::getline(lines, line)) {
@@ -186,7 +132,7 @@ StatusOr<std::vector<EndpointInfo>> BenchHost::CheckConfig(std::vector<std::stri
     std::istringstream fields(line);
     std::string group, version, endpoint_path;
     if (!(fields >> group >> version >> endpoint_path) || group == "GROUP") continue;
-    if (endpoint_path.rfind(scratch_.Sub("endpoints") + "/", 0) != 0) continue;  // a log line, not a row
+    if (endpoint_path.rfind(host_.endpoint_dir() + "/", 0) != 0) continue;  // a log line, not a row
     endpoints.push_back({fs::path(endpoint_path).filename().string(), group, version});
   }
   return endpoints;
@@ -194,14 +140,11 @@ StatusOr<std::vector<EndpointInfo>> BenchHost::CheckConfig(std::vector<std::stri
 
 StatusOr<std::chrono::nanoseconds> BenchHost::Start(const std::vector<std::string>& endpoints,
                                                     std::chrono::milliseconds timeout) {
-  if (process_.running()) return FailedPrecondition("the host is already running");
+  if (host_.running()) return FailedPrecondition("the host is already running");
   std::error_code ec;
   for (const auto& e : endpoints) fs::remove(endpoint(e), ec);  // a previous run's files are gone already
   auto started = std::chrono::steady_clock::now();
-  auto child = ChildProcess::Start({HostBinary(), "--config", config_path_}, scratch_.Sub("host.log"));
-  if (!child.ok()) return child.status();
-  process_ = std::move(*child);
-  ++runs_;
+  if (!host_.Start({}, timeout)) return Internal(host_.error());  // started; this function waits for it below
   auto deadline = started + timeout;
   std::vector<std::unique_ptr<Http2Probe>> probes;
   for (const auto& e : endpoints) probes.push_back(std::make_unique<Http2Probe>(endpoint(e)));
@@ -221,9 +164,8 @@ StatusOr<std::chrono::nanoseconds> BenchHost::Start(const std::vector<std::strin
       ready_at = std::chrono::steady_clock::now();
       break;
     }
-    int status = 0;
-    if (process_.Exited(&status)) {
-      return Internal("the host exited during start-up (status " + std::to_string(status) + "):\n" + log());
+    if (int code = 0; host_.Exited(&code)) {
+      return Internal("the host exited during start-up (exit code " + std::to_string(code) + "):\n" + log());
     }
     if (std::chrono::steady_clock::now() > deadline) {
       return Internal("the host did not serve every endpoint within " + std::to_string(timeout.count()) + " ms:\n" +
@@ -242,14 +184,15 @@ StatusOr<std::chrono::nanoseconds> BenchHost::Start(const std::vector<std::strin
 }
 
 StatusOr<std::chrono::nanoseconds> BenchHost::Stop() {
-  if (!process_.running()) return FailedPrecondition("the host is not running");
+  if (!host_.running()) return FailedPrecondition("the host is not running");
   auto started = std::chrono::steady_clock::now();
-  int status = process_.Stop(std::chrono::seconds(15));
+  int code = host_.Stop(std::chrono::seconds(15));
   auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
-  if (status == -1) return Internal("the host did not stop on SIGTERM and was killed");
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Internal("the host stopped with status " + std::to_string(status) + ":\n" + log());
+  if (code == -1) {
+    host_.Kill();
+    return Internal("the host did not stop on SIGTERM and was killed");
   }
+  if (code != 0) return Internal("the host stopped with exit code " + std::to_string(code) + ":\n" + log());
   return elapsed;
 }
 

@@ -15,6 +15,7 @@
 #include "cleanup.h"
 
 namespace csi_proxy::bench {
+using namespace ::csi_proxy::testing;  // the support library shared with the tests (tests/support)
 
 std::string LoopDevicesUnavailableReason() {
   if (geteuid() != 0) return "needs root to attach loop devices";

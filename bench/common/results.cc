@@ -2,6 +2,7 @@
 #include "results.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -105,7 +106,10 @@ CommonFlags ParseCommonFlags(int* argc, char** argv) {
   CommonFlags flags;
   std::string program = argv[0];
   if (auto pos = program.rfind('/'); pos != std::string::npos) program = program.substr(pos + 1);
-  Results::Get().set_path(program + ".records.tsv");
+  // Under the build tree, never in whatever directory the program was started from (a checkout, say).
+  std::error_code ignored;
+  std::filesystem::create_directories(std::string(CSI_PROXY_BUILD_DIR) + "/bench/results", ignored);
+  Results::Get().set_path(std::string(CSI_PROXY_BUILD_DIR) + "/bench/results/" + program + ".records.tsv");
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     std::string a = argv[i];

@@ -36,7 +36,7 @@ class Results {
 };
 
 // Flags every benchmark program takes before Google Benchmark's own:
-//   --results=<file>   where the records go (default: <program>.records.tsv in the current directory)
+//   --results=<file>   where the records go (default: <build>/bench/results/<program>.records.tsv)
 //   --quick            fewer iterations (a smoke run, e.g. to check that everything works)
 // They are removed from argv.
 struct CommonFlags {

@@ -21,11 +21,12 @@
 #include "loopback_port.h"
 #include "raw_client.h"
 #include "results.h"
-#include "scratch.h"
 #include "stats.h"
+#include "temp_dir.h"
 #include "v1/echo.pb.h"
 
 namespace csi_proxy::bench {
+using namespace ::csi_proxy::testing;  // the support library shared with the tests (tests/support)
 namespace {
 
 constexpr const char* kMethod = "/v1.Echo/Echo";
@@ -127,7 +128,7 @@ int Main(int argc, char** argv) {
     std::cerr << "with metrics: " << started.status().message() << "\n";
     return 1;
   }
-  ScratchDir scratch("csi-proxy-bench-baseline");
+  TempDir scratch("csi-proxy-bench-baseline");
   std::string baseline = SelfDir() + "/csi-proxy-bench-echo-baseline";
   std::vector<ChildProcess> baselines;
   std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()},

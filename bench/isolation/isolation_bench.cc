@@ -33,6 +33,7 @@
 #include "v1/filesystem.pb.h"
 
 namespace csi_proxy::bench {
+using namespace ::csi_proxy::testing;  // the support library shared with the tests (tests/support)
 namespace {
 
 using std::chrono::milliseconds;

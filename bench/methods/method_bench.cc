@@ -21,10 +21,12 @@
 #include "raw_client.h"
 #include "results.h"
 #include "run_program.h"
-#include "scratch.h"
+#include "scoped_mount.h"
 #include "stats.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::bench {
+using namespace ::csi_proxy::testing;  // the support library shared with the tests (tests/support)
 namespace {
 
 namespace fs = std::filesystem;
@@ -124,10 +126,11 @@ std::string CodeName(int code) {
 // The trivial call the metadata methods are compared with: PathExists of an existing directory. Its request
 // (field 1, the path) is written by hand so that a group's program needs no filesystem protos.
 MethodCase TrivialCase() {
-  return {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists",
+  return {"csi-proxy-filesystem-v1",
+          "/v1.Filesystem/PathExists",
           [](const MethodFixture& f) {
             std::string req = "\x0a";
-            for (size_t n = f.existing_dir.size(); ; n >>= 7) {  // varint length
+            for (size_t n = f.existing_dir.size();; n >>= 7) {  // varint length
               req.push_back(static_cast<char>(n >= 0x80 ? (n & 0x7f) | 0x80 : n));
               if (n < 0x80) break;
             }
@@ -179,7 +182,7 @@ int RunMethodBenchmarks(int argc, char** argv, const std::string& group, const s
     return results.Write() ? 0 : 1;
   }
 
-  ScratchDir scratch("csi-proxy-bench-disks");
+  TempDir scratch("csi-proxy-bench-disks");
   MethodFixture fixture;
   fixture.kubelet_dir = host.kubelet_dir();
   fixture.existing_dir = host.kubelet_dir() + "/bench-dir";

@@ -28,9 +28,10 @@
 #include "bench_host.h"
 #include "loop_devices.h"
 #include "raw_client.h"
-#include "scratch.h"
+#include "temp_dir.h"
 
 namespace csi_proxy::bench {
+using namespace ::csi_proxy::testing;  // the support library shared with the tests (tests/support)
 namespace {
 
 namespace fs = std::filesystem;
@@ -106,7 +107,7 @@ int Run(int argc, char** argv) {
   for (const auto& group : AllGroups()) {
     if (!GroupLibrary(group).empty()) groups.push_back(group);
   }
-  ScratchDir scratch("csi-proxy-soak");
+  TempDir scratch("csi-proxy-soak");
   std::unique_ptr<LoopDevice> loop;
   uint64_t disk_number = 0;
   if (std::string why = LoopDevicesUnavailableReason(); why.empty()) {

@@ -27,11 +27,13 @@
 #include "raw_client.h"
 #include "results.h"
 #include "run_program.h"
-#include "scratch.h"
+#include "scoped_mount.h"
+#include "temp_dir.h"
 #include "v1/disk.pb.h"
 #include "v1/volume.pb.h"
 
 namespace csi_proxy::bench {
+using namespace ::csi_proxy::testing;  // the support library shared with the tests (tests/support)
 namespace {
 
 namespace fs = std::filesystem;
@@ -80,7 +82,7 @@ Status CallTyped(RawClient& client, const std::string& method, const google::pro
 
 struct Environment {
   BenchHost* host = nullptr;
-  ScratchDir* scratch = nullptr;
+  TempDir* scratch = nullptr;
   std::unique_ptr<RawClient> disk;
   std::unique_ptr<RawClient> volume;
   int disk_id = 0;
@@ -286,7 +288,7 @@ int Main(int argc, char** argv) {
     results.Note("staging", "skipped, the host did not start: " + started.status().message());
     return results.Write() ? 0 : 1;
   }
-  ScratchDir scratch("csi-proxy-bench-staging");
+  TempDir scratch("csi-proxy-bench-staging");
   Environment env;
   env.host = &host;
   env.scratch = &scratch;

@@ -19,6 +19,7 @@
 #include "stats.h"
 
 namespace csi_proxy::bench {
+using namespace ::csi_proxy::testing;  // the support library shared with the tests (tests/support)
 namespace {
 
 // A message whose field 1 is the string `s` (proto3 wire format: tag 0x0a, varint length, bytes).

@@ -1,14 +1,13 @@
 // csi-proxyctl: status, reload, check-config and generic calls for a running csi-proxy. It talks to the host over
 // the admin socket ([host] admin_socket, root-only) and calls endpoints with the descriptors the host holds.
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <google/protobuf/util/json_util.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <boost/dll/runtime_symbol_info.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -18,9 +17,10 @@
 #include <iterator>
 #include <string>
 
-#include "config.h"
+#include "config/config.h"
+#include "config/default_paths.h"
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
-#include "message_json.h"
+#include "observe/message_json.h"
 
 namespace {
 
@@ -35,7 +35,7 @@ struct Globals {
   int timeout_seconds = 60;
 };
 
-std::string ExeDir() { return boost::dll::program_location().parent_path().string(); }
+std::string ExeDir() { return csi_proxy::host::ExecutableDirectory(); }
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "csi-proxyctl: %s\n", message.c_str());
@@ -188,7 +188,8 @@ int Call(const Globals& g, std::string endpoint, const std::string& method, cons
     if (auto s = stub->Descriptors(&ctx, req, &d); !s.ok()) return RpcFailed("looking up " + endpoint, s);
   }
   if (d.file_descriptors().empty()) {
-    return Fail(endpoint + " (" + d.library() + ") has no descriptors (a version-1 library): call cannot build requests for it");
+    return Fail(endpoint + " (" + d.library() +
+                ") has no descriptors (a version-1 library): call cannot build requests for it");
   }
   auto codec = MessageJson::Build({d.file_descriptors().begin(), d.file_descriptors().end()});
   if (!codec.ok()) return Fail("the descriptors of " + endpoint + " are unusable: " + codec.status().message());

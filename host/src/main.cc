@@ -1,28 +1,23 @@
 // csi-proxy: reads the configuration, loads the enabled API-group libraries and serves their endpoints.
 #include <absl/synchronization/mutex.h>
-#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <systemd/sd-daemon.h>
-#include <time.h>
 
-#include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "admin_server.h"
-#include "config.h"
-#include "group_set.h"
-#include "host_runtime.h"
-#include "log_setup.h"
-#include "page_trim.h"
-#include "plugin_loader.h"
-#include "trusted_files.h"
+#include "abi/plugin_loader.h"
+#include "config/config.h"
+#include "config/default_paths.h"
+#include "config/trusted_files.h"
+#include "observe/log_setup.h"
+#include "runtime/admin_server.h"
+#include "runtime/host_runtime.h"
+#include "runtime/page_trim.h"
+#include "runtime/service_manager.h"
 
 namespace {
 
@@ -59,32 +54,18 @@ int UsageError(const std::string& message) {
   return 2;
 }
 
-// systemd (Type=notify, deploy/csi-proxy.service.in): a no-op without NOTIFY_SOCKET.
-void NotifyReloading() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  sd_notifyf(
-      0, "RELOADING=1\nMONOTONIC_USEC=%llu",
-      static_cast<unsigned long long>(now.tv_sec) * 1000000ULL + static_cast<unsigned long long>(now.tv_nsec) / 1000);
-}
-void NotifyReady(size_t endpoints) { sd_notifyf(0, "READY=1\nSTATUS=serving %zu endpoints", endpoints); }
-
-int CheckConfig(const HostConfig& config, const csi_proxy::host::GroupSet& groups) {
+// --check-config: what a start would serve, found by the start's own loading (HostRuntime::CheckStart).
+int CheckConfig(const HostConfig& config) {
+  csi_proxy::host::StartCheck check = csi_proxy::host::HostRuntime::CheckStart(config);
   std::printf("%-12s %-10s %-34s %s\n", "GROUP", "VERSION", "ENDPOINT", "LIBRARY");
-  for (const auto& [name, e] : groups.registry().endpoints()) {
+  for (const auto& [name, e] : check.endpoints) {
     std::printf("%-12s %-10s %-34s %s\n", e.group.c_str(), e.version.c_str(),
                 (config.endpoint_dir + "/" + name).c_str(), e.library.c_str());
   }
-  for (const auto& r : groups.skipped()) std::printf("skipped: %s\n", r.c_str());
-  for (const auto& r : groups.refusals()) std::printf("refused: %s\n", r.c_str());
-  bool ok = groups.refusals().empty() && !groups.registry().endpoints().empty();
-  if (groups.registry().endpoints().empty()) std::printf("refused: nothing would be served\n");
-  // The other checks a start makes before serving.
-  if (auto endpoint_dir = csi_proxy::host::CheckEndpointDirectory(config); !endpoint_dir.ok()) {
-    std::printf("refused: %s\n", endpoint_dir.message().c_str());
-    ok = false;
-  }
-  for (const auto& w : csi_proxy::host::PathWarnings(config)) std::printf("warning: %s\n", w.c_str());
+  for (const auto& r : check.skipped) std::printf("skipped: %s\n", r.c_str());
+  for (const auto& r : check.refused) std::printf("refused: %s\n", r.c_str());
+  for (const auto& w : check.warnings) std::printf("warning: %s\n", w.c_str());
+  bool ok = check.start_would_succeed();
   std::printf("%s\n", ok ? "a start would serve this configuration" : "a start would be refused");
   return ok ? 0 : 1;
 }
@@ -128,23 +109,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Signals are taken synchronously by the main thread; every thread created later inherits this mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Before any thread starts: stop and reload requests are the main thread's to take.
+  csi_proxy::host::PrepareProcess();
 
-  // Every connection is a descriptor: take what the hard limit allows (systemd's default soft limit is 1024).
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-    nofile.rlim_cur = nofile.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &nofile);
-  }
-
-  std::string exe_dir = boost::dll::program_location().parent_path().string();
+  std::string exe_dir = csi_proxy::host::ExecutableDirectory();
   if (opts.config_path.empty()) opts.config_path = csi_proxy::host::DefaultConfigPath(exe_dir);
   if (opts.allow_untrusted_files) csi_proxy::host::AllowUntrustedFiles();
   auto load_config = [&]() -> csi_proxy::StatusOr<HostConfig> {
@@ -162,11 +130,7 @@ int main(int argc, char** argv) {
   csi_proxy::host::LogFatalErrorsOnTerminate();
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
 
-  if (opts.check_config) {
-    csi_proxy::host::GroupSet groups;
-    groups.Load(*config);
-    return CheckConfig(*config, groups);
-  }
+  if (opts.check_config) return CheckConfig(*config);
 
   // A second host stops here, before any group's init runs. The admin socket comes up before the endpoints, so
   // that once they accept, reload and status are served too.
@@ -180,9 +144,9 @@ int main(int argc, char** argv) {
   // A reload, from SIGHUP or the admin socket; once reloads stop for a second, the pages the new libraries touched
   // while loading are given back.
   auto reload = [&] {
-    NotifyReloading();
+    csi_proxy::host::NotifyReloading();
     csi_proxy::host::ReloadReport report = runtime.Reload(load_config());
-    NotifyReady(runtime.socket_paths().size());
+    csi_proxy::host::NotifyReady(runtime.socket_paths().size());
     trimmer.Schedule(std::chrono::seconds(1));
     return report;
   };
@@ -198,19 +162,19 @@ int main(int argc, char** argv) {
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
   spdlog::info("admin socket {}", config->admin_socket);
   spdlog::info("ready: {} endpoints", runtime.socket_paths().size());
-  NotifyReady(runtime.socket_paths().size());
+  csi_proxy::host::NotifyReady(runtime.socket_paths().size());
   trimmer.Schedule(std::chrono::milliseconds(0));
 
-  int sig = 0;
+  csi_proxy::host::ServiceRequest request;
   for (;;) {
-    sigwait(&signals, &sig);
-    if (sig != SIGHUP) break;
-    spdlog::info("received SIGHUP; reloading {}", opts.config_path);
+    request = csi_proxy::host::WaitForRequest();
+    if (request.kind != csi_proxy::host::ServiceRequest::kReload) break;
+    spdlog::info("received {}; reloading {}", request.name, opts.config_path);
     reload();
   }
-  const char* sig_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  const std::string& sig_name = request.name;
   spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)", sig_name);
-  sd_notify(0, "STOPPING=1");
+  csi_proxy::host::NotifyStopping();
   admin.Stop();
   auto still_running = runtime.Shutdown();
   if (!still_running.empty()) {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "disk_identifiers_linux.h"
 #include "errno_linux.h"
 #include "text.h"
 
@@ -286,18 +287,12 @@ std::optional<ScsiAddress> BlockDevices::ScsiAddressOf(const BlockDevice& disk) 
 }
 
 DiskIdentifiers BlockDevices::IdentifiersOf(const BlockDevice& disk) const {
-  const std::string block = roots_.sys + "/block/" + disk.name;
-  DiskIdentifiers ids;
-  ids.page83 = SelectPage83Identifier(ReadBinary(block + "/device/vpd_pg83"));
-  std::error_code ec;
-  if (fs::exists(block + "/device/vpd_pg80", ec)) {
-    ids.serial_number = ParseVpdSerial(ReadBinary(block + "/device/vpd_pg80"));
-  } else if (fs::exists(block + "/device/serial", ec)) {  // NVMe controllers
-    ids.serial_number = StripNewline(ReadBinary(block + "/device/serial", 4096));
-  } else if (fs::exists(block + "/serial", ec)) {  // virtio-blk
-    ids.serial_number = StripNewline(ReadBinary(block + "/serial", 4096));
-  }
-  return ids;
+  const std::string dir = SysfsDir(disk.name) + "/";
+  return ReadDiskIdentifiers([&](const char* attribute, bool raw) -> std::optional<std::string> {
+    auto data = ReadWholeFile(dir + attribute, {.max_bytes = 64 * 1024});
+    if (!data.ok()) return std::nullopt;
+    return raw ? std::move(*data) : StripNewline(std::move(*data));
+  });
 }
 
 std::optional<std::string> BlockDevices::ScsiStatePath(const BlockDevice& disk) const {

@@ -1,7 +1,7 @@
 // The block devices the Linux kernel lists, read from sysfs: whole disks and partitions, their names, sizes and
 // disk numbers, volume IDs, SCSI details, and what uses a device. Shared by the disk, volume and iSCSI groups.
 //
-// Conventions (see docs and ARCHITECTURE.md):
+// Conventions (see docs/deviations.md and the disk and volume groups' READMEs):
 //   - a disk is a whole disk under /sys/block with a non-zero size; its number is the kernel's diskseq
 //     (/sys/block/<dev>/diskseq), unique per boot and never reused;
 //   - a volume ID is the canonical device node of a partition (/dev/loop3p1) or, for a filesystem on the whole
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "csi_proxy/status.hpp"
-#include "device_naming_linux.h"
+#include "device_naming.h"
 #include "mount_table_linux.h"
 
 namespace csi_proxy::common {

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstring>
 
+#include "disk_identifiers_linux.h"
 #include "errno_linux.h"
 #include "text.h"
 
@@ -106,14 +107,8 @@ std::optional<BlockEntry> DescribeAt(int class_dir, const std::string& name, con
     e.scsi_address = ParseScsiAddress(LastComponent(ReadLinkAt(dir.get(), "device")));
     e.has_scsi_state = faccessat(dir.get(), "device/state", F_OK, 0) == 0;
   }
-  e.ids.page83 = SelectPage83Identifier(ReadAt(dir.get(), "device/vpd_pg83", 64 * 1024, true).value_or(""));
-  if (faccessat(dir.get(), "device/vpd_pg80", F_OK, 0) == 0) {
-    e.ids.serial_number = ParseVpdSerial(ReadAt(dir.get(), "device/vpd_pg80", 64 * 1024, true).value_or(""));
-  } else if (auto nvme = ReadAt(dir.get(), "device/serial")) {  // NVMe controllers
-    e.ids.serial_number = *nvme;
-  } else if (auto virtio = ReadAt(dir.get(), "serial")) {  // virtio-blk
-    e.ids.serial_number = *virtio;
-  }
+  e.ids = ReadDiskIdentifiers(
+      [&](const char* attribute, bool raw) { return ReadAt(dir.get(), attribute, raw ? 64 * 1024 : 4096, raw); });
   return e;
 }
 

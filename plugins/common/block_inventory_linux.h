@@ -33,7 +33,7 @@
 
 #include "block_device_scan_linux.h"
 #include "csi_proxy/status.hpp"
-#include "device_naming_linux.h"
+#include "device_naming.h"
 #include "unique_fd_linux.h"
 
 namespace csi_proxy::common {

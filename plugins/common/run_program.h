@@ -1,5 +1,6 @@
 // Runs an external program the safe way: an absolute path, an argv (never a shell), a scrubbed environment,
-// stdin from /dev/null or a given buffer, output captured, and a time limit.
+// stdin from /dev/null or a given buffer, output captured, and a time limit. The interface is the same on every
+// system; the Linux implementation is run_program_linux.cc.
 #pragma once
 
 #include <chrono>

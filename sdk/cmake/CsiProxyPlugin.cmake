@@ -2,6 +2,7 @@
 #
 #   csi_proxy_add_plugin(<target>
 #     GROUP <group>                 # the group name; the file is libcsi-proxy-<group>.so (csi-proxy-<group>.dll)
+#     [VERSION <version>]           # the library's own version (default: the project's version, if it has one)
 #     SOURCES <files...>            # the plugin's C++ sources
 #     [PROTOS <files...>]           # .proto files; each must say `option optimize_for = LITE_RUNTIME;`
 #                                   # (sources include <version>/<name>.csi.h: see csi_proxy_generate_lite_protos)
@@ -12,7 +13,9 @@
 #
 # The result is a MODULE library with hidden visibility, exactly one exported symbol
 # (csi_proxy_plugin_negotiate), no undefined symbols (-z defs) and protobuf-lite generated code, which registers
-# nothing process-wide, so several plugins may reuse the same proto file names and packages.
+# nothing process-wide, so several plugins may reuse the same proto file names and packages. Its sources see
+# CSI_PROXY_GROUP_NAME and CSI_PROXY_GROUP_VERSION (string literals of GROUP and VERSION), which
+# CSI_PROXY_GROUP_PLUGIN(Class) answers the host with, so neither is typed in the code.
 include_guard(GLOBAL)
 
 set(_CSI_PROXY_SDK_CMAKE_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -55,12 +58,18 @@ function(csi_proxy_generate_lite_protos out_var)
 endfunction()
 
 function(csi_proxy_add_plugin target)
-  cmake_parse_arguments(P "NO_INSTALL" "GROUP;PROTO_ROOT;INSTALL_DIR" "SOURCES;PROTOS;LIBS" ${ARGN})
+  cmake_parse_arguments(P "NO_INSTALL" "GROUP;VERSION;PROTO_ROOT;INSTALL_DIR" "SOURCES;PROTOS;LIBS" ${ARGN})
   if(NOT P_GROUP)
     message(FATAL_ERROR "csi_proxy_add_plugin(${target}): GROUP is required")
   endif()
   if(NOT P_GROUP MATCHES "^[a-z][a-z0-9]*$")
     message(FATAL_ERROR "csi_proxy_add_plugin(${target}): GROUP '${P_GROUP}' must be lowercase letters and digits")
+  endif()
+  if(NOT P_VERSION)
+    set(P_VERSION "${PROJECT_VERSION}")
+  endif()
+  if(P_VERSION AND NOT P_VERSION MATCHES "^[0-9A-Za-z.+~-]+$")
+    message(FATAL_ERROR "csi_proxy_add_plugin(${target}): VERSION '${P_VERSION}' must be letters, digits and .+~-")
   endif()
   set(proto_sources)
   if(P_PROTOS)
@@ -73,6 +82,10 @@ function(csi_proxy_add_plugin target)
     target_include_directories(${target} PRIVATE ${${target}_protos_INCLUDE_DIR})
   endif()
   target_link_libraries(${target} PRIVATE CsiProxy::sdk protobuf::libprotobuf-lite tomlplusplus::tomlplusplus ${P_LIBS})
+  target_compile_definitions(${target} PRIVATE CSI_PROXY_GROUP_NAME="${P_GROUP}")
+  if(P_VERSION)
+    target_compile_definitions(${target} PRIVATE CSI_PROXY_GROUP_VERSION="${P_VERSION}")
+  endif()
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME "csi-proxy-${P_GROUP}"
     CXX_VISIBILITY_PRESET hidden

@@ -1,5 +1,5 @@
 // The authorization rule on its own: the merge of [host] and group lists, and who passes which method.
-#include "authorization.h"
+#include "serving/authorization.h"
 
 #include <gtest/gtest.h>
 

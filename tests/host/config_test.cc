@@ -1,6 +1,6 @@
 // The configuration is the admin's interface: every mistake must be named with its key and line.
-#include "config.h"
-#include "group_runtime.h"
+#include "config/config.h"
+#include "serving/group_runtime.h"
 
 #include <gtest/gtest.h>
 
@@ -210,7 +210,8 @@ own_key = 1
   // Changing only the lists leaves the group's fingerprint, and so its loaded library, alone.
   auto d = Parse("[host]\nallowed_uids = [5]\n[groups.disk]\nallowed_gids = [7, 8]\nown_key = 1\n");
   ASSERT_TRUE(d.ok()) << d.status().message();
-  EXPECT_EQ(GroupRuntime::Fingerprint(c->groups[0], *c), GroupRuntime::Fingerprint(d->groups[0], *d));
+  EXPECT_EQ(GroupRuntime::Fingerprint(c->groups[0], *c, "library"),
+            GroupRuntime::Fingerprint(d->groups[0], *d, "library"));
 }
 
 TEST(Config, AuthorizationListMistakesAreNamedWithTheirLine) {

@@ -13,11 +13,11 @@
 #include <sstream>
 #include <thread>
 
-#include "audit_log.h"
-#include "config.h"
+#include "config/config.h"
 #include "grpc_client.h"
 #include "host_process.h"
-#include "message_json.h"
+#include "observe/audit_log.h"
+#include "observe/message_json.h"
 #include "temp_dir.h"
 #include "v1/filesystem.pb.h"
 
@@ -96,8 +96,7 @@ TEST(AuditLog, EveryMutatingCallWritesOneLineWithTheCallerAndTheRequest) {
   ASSERT_EQ(rmdir.size(), 2u) << ReadAll(audit);
   std::string caller = " pid=" + std::to_string(getpid()) + " uid=" + std::to_string(getuid()) +
                        " gid=" + std::to_string(getgid()) + " ";
-  EXPECT_TRUE(std::regex_search(mkdir[0], std::regex("^" + kTime + " audit group=filesystem version=v1 ")))
-      << mkdir[0];
+  EXPECT_TRUE(std::regex_search(mkdir[0], std::regex("^" + kTime + " audit group=filesystem version=v1 "))) << mkdir[0];
   EXPECT_THAT(mkdir[0], HasSubstr(caller));
   EXPECT_THAT(mkdir[0], HasSubstr(" code=OK "));
   EXPECT_TRUE(std::regex_search(mkdir[0], std::regex(" duration_ms=\\d+\\.\\d{3} "))) << mkdir[0];
@@ -136,9 +135,10 @@ TEST(AuditLog, JsonLinesWhenLogFormatIsJsonAndTheFileIsReopenedOnReload) {
   auto lines = Lines(ReadAll(audit));
   ASSERT_EQ(lines.size(), 1u) << ReadAll(audit);
   EXPECT_TRUE(std::regex_search(lines[0], std::regex("^\\{\"time\":\"" + kTime + "\",\"audit\":true,"))) << lines[0];
-  for (const std::string& field : std::vector<std::string>{"\"group\":\"filesystem\"", "\"method\":\"/v1.Filesystem/Mkdir\"",
-                            "\"pid\":" + std::to_string(getpid()) + ",", "\"uid\":" + std::to_string(getuid()) + ",",
-                            "\"request\":{\"path\":\"" + dir + "\"}", "\"code\":\"OK\"", "\"duration_ms\":"}) {
+  for (const std::string& field : std::vector<std::string>{
+           "\"group\":\"filesystem\"", "\"method\":\"/v1.Filesystem/Mkdir\"",
+           "\"pid\":" + std::to_string(getpid()) + ",", "\"uid\":" + std::to_string(getuid()) + ",",
+           "\"request\":{\"path\":\"" + dir + "\"}", "\"code\":\"OK\"", "\"duration_ms\":"}) {
     EXPECT_THAT(lines[0], HasSubstr(field));
   }
 
@@ -155,7 +155,8 @@ TEST(AuditLog, JsonLinesWhenLogFormatIsJsonAndTheFileIsReopenedOnReload) {
   auto log = Lines(host.log());
   ASSERT_FALSE(log.empty());
   for (const auto& line : log) {
-    EXPECT_TRUE(std::regex_search(line, std::regex("^\\{\"time\":\"" + kTime + "\",\"level\":\"[a-z]+\",.*\"msg\":\".*\"\\}$")))
+    EXPECT_TRUE(
+        std::regex_search(line, std::regex("^\\{\"time\":\"" + kTime + "\",\"level\":\"[a-z]+\",.*\"msg\":\".*\"\\}$")))
         << line;
   }
   EXPECT_THAT(host.log(), HasSubstr("\"group\":\"filesystem\",\"msg\":\"group 'filesystem' loaded from"));
@@ -222,8 +223,8 @@ TEST(AuditLog, SecretsAreRedactedAndAVersionOneLibraryLogsTheSizeOnly) {
   host::MethodHandler handler;  // flags 0: mutating
   host::PeerCredentials peer{1234, 1000, 1001};
   host::AuditLog audit;
-  host::CallEvent event{endpoint, "/t.Smb/Map", &handler, peer, *bytes, CSI_PROXY_STATUS_OK, "",
-                        std::chrono::milliseconds(12)};
+  host::CallEvent event{endpoint, "/t.Smb/Map",        &handler, peer,
+                        *bytes,   CSI_PROXY_STATUS_OK, "",       std::chrono::milliseconds(12)};
   std::string line = audit.Line(event, std::chrono::system_clock::now());
   for (const char* secret : {"hunter2", "s3cret-chap", "mutual-s3cret", "c2VjcmV0"}) {
     EXPECT_THAT(line, Not(HasSubstr(secret))) << line;
@@ -254,8 +255,8 @@ TEST(AuditLog, ALineCostsTheAnsweringThreadMicroseconds) {
   ASSERT_TRUE(bytes.ok());
   host::MethodHandler handler;
   host::PeerCredentials peer{1234, 0, 0};
-  host::CallEvent event{endpoint, "/t.Smb/Map", &handler, peer, *bytes, CSI_PROXY_STATUS_OK, "",
-                        std::chrono::milliseconds(3)};
+  host::CallEvent event{endpoint, "/t.Smb/Map",        &handler, peer,
+                        *bytes,   CSI_PROXY_STATUS_OK, "",       std::chrono::milliseconds(3)};
   for (bool json : {false, true}) {
     host::AuditLog audit;
     std::string path = dir.path() + (json ? "/audit.json" : "/audit.log");

@@ -1,7 +1,7 @@
-// The host gives back the file pages it touched only while loading (host/src/page_trim.h): in this process, that
-// nothing is lost (relocated data, code, a thread running meanwhile), and through the real host, that its resident
+// The host gives back the file pages it touched only while loading (host/src/runtime/page_trim.h): in this process,
+// that nothing is lost (relocated data, code, a thread running meanwhile), and through the real host, that its resident
 // memory drops after start-up and after a reload while every call still answers.
-#include "page_trim.h"
+#include "runtime/page_trim.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

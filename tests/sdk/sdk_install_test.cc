@@ -1,5 +1,6 @@
 // A third party's path: install csi-proxy and its SDK to a prefix, build the example group out of tree with
-// find_package(CsiProxySdk) and one csi_proxy_add_plugin() call, and have the installed host serve it.
+// find_package(CsiProxySdk) and one csi_proxy_add_plugin() call, run its unit test (the SDK's in-process fake host,
+// csi_proxy/testing/fake_host.hpp), and have the installed host serve it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,10 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void RunOk(const std::vector<std::string>& argv) {
+void RunOk(const std::vector<std::string>& argv, std::string* output = nullptr) {
   auto r = common::RunProgram(argv, {.timeout = std::chrono::minutes(10)});
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->exit_code, 0) << r->output;
+  if (output != nullptr) *output = r->output;
 }
 
 TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByTheInstalledHost) {
@@ -25,10 +27,11 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
   const std::string prefix = work.path() + "/prefix";
   ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix}));
 
-  for (const char* f :
-       {"bin/csi-proxy", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
-        "include/csi_proxy/status.hpp", "include/csi_proxy/log.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
-        "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
+  for (const char* f : {"bin/csi-proxy", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
+                        "include/csi_proxy/status.hpp", "include/csi_proxy/log.hpp", "include/csi_proxy/config.hpp",
+                        "include/csi_proxy/service_builder.hpp", "include/csi_proxy/entry_points.hpp",
+                        "include/csi_proxy/testing/fake_host.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
+                        "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
     EXPECT_TRUE(fs::exists(prefix + "/" + f)) << f;
   }
   EXPECT_FALSE(fs::exists(prefix + "/lib/csi-proxy/plugins/libcsi-proxy-echo.so"));  // examples stay out
@@ -39,6 +42,11 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
                                  build, "-DCMAKE_PREFIX_PATH=" + prefix, "-DCMAKE_BUILD_TYPE=Release"}));
   ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--build", build, "-j2"}));
   ASSERT_TRUE(fs::exists(build + "/libcsi-proxy-echo.so"));
+
+  // Its unit test, built against the installed SDK too, calls the library through the fake host.
+  std::string tested;
+  ASSERT_NO_FATAL_FAILURE(RunOk({build + "/echo_plugin_test"}, &tested));
+  EXPECT_NE(tested.find("[  PASSED  ] 5 tests."), std::string::npos) << tested;
 
   // Dropped into the installed plugin folder, found without any plugin_dir in the config.
   fs::create_directories(prefix + "/lib/csi-proxy/plugins");

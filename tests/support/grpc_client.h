@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace csi_proxy::testing {
 
@@ -17,17 +18,17 @@ inline std::shared_ptr<grpc::Channel> Dial(const std::string& socket_path) {
   return grpc::CreateChannel("unix://" + socket_path, grpc::InsecureChannelCredentials());
 }
 
-// Sends raw request bytes; fills `response_bytes` on success.
-inline grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
-                            const std::string& request_bytes, std::string* response_bytes,
-                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  grpc::GenericStub stub(channel);
+// One unary call through `stub`, waited for on `cq` (which the caller keeps using or shuts down): the request
+// bytes out, the response bytes into `response_bytes` (may be null) on success. The benchmarks' RawClient makes
+// its calls with it too.
+inline grpc::Status UnaryCallOn(grpc::GenericStub& stub, grpc::CompletionQueue& cq, const std::string& method,
+                                const std::string& request_bytes, std::string* response_bytes,
+                                std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   grpc::Slice slice(request_bytes);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
-  grpc::CompletionQueue cq;
   auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
   call->StartCall();
   grpc::Status status;
@@ -35,14 +36,27 @@ inline grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const
   void* tag = nullptr;
   bool ok = false;
   cq.Next(&tag, &ok);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
   if (status.ok() && response_bytes != nullptr) {
     std::vector<grpc::Slice> slices;
-    (void)response.Dump(&slices);
     response_bytes->clear();
-    for (const auto& s : slices) response_bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    if (response.Dump(&slices).ok()) {
+      for (const auto& s : slices) response_bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  return status;
+}
+
+// Sends raw request bytes; fills `response_bytes` on success.
+inline grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                            const std::string& request_bytes, std::string* response_bytes,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::Status status = UnaryCallOn(stub, cq, method, request_bytes, response_bytes, timeout);
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
   }
   return status;
 }

@@ -1,9 +1,7 @@
 // See host_process.h.
 #include "host_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -18,10 +16,6 @@
 namespace csi_proxy::testing {
 
 namespace fs = std::filesystem;
-
-std::string BuildDir() { return CSI_PROXY_BUILD_DIR; }
-std::string HostBinary() { return BuildDir() + "/bin/csi-proxy"; }
-std::string PluginDir() { return BuildDir() + "/lib/csi-proxy/plugins"; }
 
 bool SocketAccepts(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -68,7 +62,7 @@ bool HostProcess::Reload(std::chrono::milliseconds timeout) {
     return n;
   };
   size_t before = count();
-  if (pid_ <= 0 || kill(pid_, SIGHUP) != 0) return false;
+  if (!running() || kill(pid(), SIGHUP) != 0) return false;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (count() > before) return true;
@@ -77,42 +71,34 @@ bool HostProcess::Reload(std::chrono::milliseconds timeout) {
   return false;
 }
 
-HostProcess::~HostProcess() {
-  if (pid_ > 0) Kill();
-}
+HostProcess::~HostProcess() = default;  // the ChildProcess kills a host still running
 
-pid_t HostProcess::Spawn(const std::vector<std::string>& extra_args) {
+bool HostProcess::Spawn(const std::vector<std::string>& extra_args) {
   std::vector<std::string> argv = options_.launcher;
   for (const auto& a : {options_.binary, std::string("--config"), config_path()}) argv.push_back(a);
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::string log_path = dir() + "/host.log";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    error_ = "cannot start " + argv[0] + ": " + std::strerror(rc);
-    return -1;
+  auto child = ChildProcess::Start(argv, log_path());
+  if (!child.ok()) {
+    error_ = "cannot start " + argv[0] + ": " + child.status().message();
+    return false;
   }
-  return pid;
+  process_ = std::move(*child);
+  return true;
+}
+
+bool HostProcess::Exited(int* exit_code) {
+  int status = 0;
+  if (!process_.running() || !process_.Exited(&status)) return false;
+  if (exit_code != nullptr) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return true;
 }
 
 bool HostProcess::Start(const std::vector<std::string>& expect_endpoints, std::chrono::milliseconds timeout) {
-  pid_ = Spawn({});
-  if (pid_ < 0) return false;
+  if (!Spawn({})) return false;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      error_ = "the host exited during start-up (status " + std::to_string(status) + "):\n" + log();
+    if (int code = 0; Exited(&code)) {
+      error_ = "the host exited during start-up (exit code " + std::to_string(code) + "):\n" + log();
       return false;
     }
     bool all = true;
@@ -125,38 +111,26 @@ bool HostProcess::Start(const std::vector<std::string>& expect_endpoints, std::c
 }
 
 int HostProcess::RunToExit(const std::vector<std::string>& extra_args, std::chrono::milliseconds timeout) {
-  pid_ = Spawn(extra_args);
-  if (pid_ < 0) return -1;
+  if (!Spawn(extra_args)) return -1;
   return Wait(timeout);
 }
 
 int HostProcess::Wait(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      if (WIFEXITED(status)) return WEXITSTATUS(status);
-      return 128 + WTERMSIG(status);
-    }
+    if (int code = 0; Exited(&code)) return code;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return -1;
 }
 
 int HostProcess::Stop(std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return -1;
-  kill(pid_, SIGTERM);
+  if (!running()) return -1;
+  kill(pid(), SIGTERM);
   return Wait(timeout);
 }
 
-void HostProcess::Kill() {
-  if (pid_ <= 0) return;
-  kill(pid_, SIGKILL);
-  int status = 0;
-  waitpid(pid_, &status, 0);
-  pid_ = -1;
-}
+void HostProcess::Kill() { process_.Kill(); }
 
 std::string HostProcess::log() const {
   std::ifstream in(dir() + "/host.log");

@@ -1,6 +1,7 @@
-// Starts the real csi-proxy executable with a configuration written for the test, and stops it.
-// Everything it creates (a temporary directory with the config, the endpoint directory and the log) is removed
-// when the object goes away, and the process is killed if it is still running, also when a test fails.
+// Starts the real csi-proxy executable with a configuration written for the test (or the benchmark: bench/common's
+// BenchHost runs it too), and stops it. Everything it creates (a temporary directory with the config, the
+// endpoint directory and the log) is removed when the object goes away, and the process is killed if it is still
+// running, also when a test fails or the program dies (the host is a ChildProcess).
 #pragma once
 
 #include <sys/types.h>
@@ -9,14 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "build_tree.h"
+#include "child_process.h"
 #include "temp_dir.h"
 
 namespace csi_proxy::testing {
-
-// Paths of the build tree the tests run from.
-std::string BuildDir();
-std::string HostBinary();  // build/bin/csi-proxy
-std::string PluginDir();   // build/lib/csi-proxy/plugins
 
 struct HostOptions {
   std::string binary;                 // default: HostBinary()
@@ -34,7 +32,8 @@ class HostProcess {
   HostProcess& operator=(const HostProcess&) = delete;
 
   // Starts the host and waits until every endpoint in `expect_endpoints` accepts connections (or the process
-  // exits, or `timeout` passes). Returns false with the reason in error().
+  // exits, or `timeout` passes). Returns false with the reason in error(). With no endpoints it returns once the
+  // process is started.
   bool Start(const std::vector<std::string>& expect_endpoints,
              std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Runs the host with extra arguments and waits for it to exit; returns the exit code.
@@ -50,8 +49,10 @@ class HostProcess {
   int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // Sends SIGKILL and waits (a crash, as far as the sockets are concerned).
   void Kill();
-  bool running() const { return pid_ > 0; }
-  pid_t pid() const { return pid_; }
+  bool running() const { return process_.running(); }
+  pid_t pid() const { return process_.pid(); }
+  // True once the host has exited (it is reaped then); `exit_code` gets its exit code, or 128+signal.
+  bool Exited(int* exit_code = nullptr);
 
   const std::string& dir() const { return dir_.path(); }
   std::string endpoint_dir() const { return dir_.path() + "/endpoints"; }
@@ -59,17 +60,18 @@ class HostProcess {
   std::string config_path() const { return dir_.path() + "/csi-proxy.toml"; }
   std::string endpoint(const std::string& name) const { return endpoint_dir() + "/" + name; }
   std::string admin_socket() const { return endpoint_dir() + "-admin.sock"; }  // the host's default
-  // Everything the host wrote to stdout and stderr so far.
+  // Everything the host wrote to stdout and stderr so far, and the file it is in.
   std::string log() const;
+  std::string log_path() const { return dir_.path() + "/host.log"; }
   const std::string& error() const { return error_; }
 
  private:
-  pid_t Spawn(const std::vector<std::string>& extra_args);
+  bool Spawn(const std::vector<std::string>& extra_args);
   int Wait(std::chrono::milliseconds timeout);
 
   TempDir dir_;
   HostOptions options_;
-  pid_t pid_ = -1;
+  ChildProcess process_;
   std::string error_;
 };
 

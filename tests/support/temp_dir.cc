@@ -15,14 +15,16 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cleanup.h"
 #include "mount_table_linux.h"
 
 namespace csi_proxy::testing {
 
-TempDir::TempDir() {
-  std::string templ = "/tmp/csi-proxy-test-XXXXXX";
+TempDir::TempDir(const std::string& prefix) {
+  std::string templ = "/tmp/" + prefix + "-XXXXXX";
   if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
   path_ = templ;
+  cleanup_slot_ = RegisterPath(path_);
 }
 
 TempDir::~TempDir() {
@@ -49,6 +51,7 @@ TempDir::~TempDir() {
         return 0;
       },
       16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  UnregisterPath(cleanup_slot_);
 }
 
 std::string TempDir::MakeDir(const std::string& name) const {

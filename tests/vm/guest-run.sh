@@ -3,6 +3,8 @@
 # kernel tests need on loopback, runs the tests, and writes what happened to the results share, which is a host
 # directory. The guest powers off when this script ends, whatever it returns.
 #   $CSI_VM_RESULTS/args     ctest arguments, one per line (written by tests/vm/run.sh; default: -L kernel)
+#   $CSI_VM_RESULTS/script   a script to run instead of ctest (run.sh --run), given the results directory;
+#                            its output goes to script.log
 #   $CSI_VM_RESULTS/build    the build directory to test
 #   $CSI_VM_RESULTS/timeout  seconds the tests may take in all
 #   $CSI_VM_RESULTS/ctest.log  ctest's output        (written here)
@@ -33,6 +35,23 @@ fi
 
 build=$(cat "$results/build")
 limit=$(cat "$results/timeout" 2>/dev/null || echo 480)
+
+# Hands the exit status to run.sh on the host (the results share, written last) and ends the guest's work.
+finish() {
+  echo "$1" >"$results/status.tmp" && mv "$results/status.tmp" "$results/status"
+  sync
+  if [ -n "$iscsid_pid" ]; then kill "$iscsid_pid" 2>/dev/null || true; fi
+  exit 0
+}
+
+if [ -s "$results/script" ]; then
+  script=$(cat "$results/script")
+  echo "csi-vm: running $script (at most $limit s)"
+  (cd "$build" && timeout --kill-after=10 "$limit" bash "$script" "$results") >"$results/script.log" 2>&1
+  status=$?
+  echo "csi-vm: $script exit $status"
+  finish "$status"
+fi
 args=()
 if [ -s "$results/args" ]; then
   mapfile -t args <"$results/args"
@@ -49,7 +68,4 @@ timeout --kill-after=10 "$limit" ctest --test-dir "$build" --output-on-failure -
   >"$results/ctest.log" 2>&1
 status=$?
 echo "csi-vm: ctest exit $status after $(($(date +%s) - start)) s"
-echo "$status" >"$results/status.tmp" && mv "$results/status.tmp" "$results/status"
-sync
-if [ -n "$iscsid_pid" ]; then kill "$iscsid_pid" 2>/dev/null || true; fi
-exit 0
+finish "$status"

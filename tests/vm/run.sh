@@ -6,7 +6,9 @@
 #   tests/vm/run.sh                      run `ctest -L kernel` in the guest; exit with its status
 #   tests/vm/run.sh -- -R SmbEndToEnd    run these ctest arguments instead
 #   tests/vm/run.sh --shell              a root shell in the guest on this terminal (exit powers it off)
-# Options: --build DIR (default: build), --timeout SECONDS (the whole run, QEMU included; default 900).
+#   tests/vm/run.sh --run SCRIPT         run SCRIPT (bash, in the guest) instead of ctest; exit with its status
+# Options: --build DIR (default: build), --timeout SECONDS (the whole run, QEMU included; default 900),
+#   --qemu-arg ARG (one more QEMU argument, repeatable: the disks of tests/vm/record-disk-ids.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -15,13 +17,21 @@ build=build
 limit=900
 mode="test"
 ctest_args=()
+extra_qemu=()
+guest_script=
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --timeout) limit=$2; shift 2 ;;
     --shell) mode=shell; shift ;;
+    --qemu-arg) extra_qemu+=("$2"); shift 2 ;;
+    --run) guest_script=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
     --) shift; ctest_args=("$@"); break ;;
-    *) echo "usage: tests/vm/run.sh [--build DIR] [--timeout SECONDS] [--shell] [-- CTEST_ARGS...]" >&2; exit 2 ;;
+    *)
+      echo "usage: tests/vm/run.sh [--build DIR] [--timeout SECONDS] [--qemu-arg ARG]... [--shell | --run SCRIPT |" \
+        "-- CTEST_ARGS...]" >&2
+      exit 2
+      ;;
   esac
 done
 build=$(cd "$build" && pwd)
@@ -58,12 +68,14 @@ mkdir -p "$results"
 echo "$build" >"$results/build"
 echo $((limit > 120 ? limit - 60 : limit / 2)) >"$results/timeout"  # the tests' own bound, inside QEMU's
 [ ${#ctest_args[@]} -eq 0 ] || printf '%s\n' "${ctest_args[@]}" >"$results/args"
+[ -z "$guest_script" ] || echo "$guest_script" >"$results/script"
 
 qemu=(qemu-system-x86_64 -accel tcg -cpu max -smp 2 -m 3072 -no-reboot -nodefaults -display none
   -kernel "$kernel" -initrd "$initramfs"
   -append "console=ttyS0 quiet loglevel=2 panic=-1 csivm.repo=$repo csivm.mode=$mode systemd.unit=csi-vm.target systemd.show_status=0"
   -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
-  -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap")
+  -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap"
+  "${extra_qemu[@]}")
 
 if [ "$mode" = shell ]; then
   exec "${qemu[@]}" -serial mon:stdio
@@ -90,6 +102,7 @@ trap - EXIT INT TERM
 elapsed=$(($(date +%s) - start))
 
 [ -f "$results/ctest.log" ] && cat "$results/ctest.log"
+[ -f "$results/script.log" ] && cat "$results/script.log"
 if [ "$timed_out" = 1 ]; then
   echo "vm lane: FAILED: QEMU (pid $qemu_pid) still ran after $limit s and was stopped; console: $results/console.log" >&2
   tail -n 30 "$results/console.log" >&2 || true
@@ -101,5 +114,5 @@ if [ ! -s "$results/status" ]; then
   exit 1
 fi
 status=$(cat "$results/status")
-echo "== VM lane: ctest exit $status, $elapsed s in all (console: $results/console.log)"
+echo "== VM lane: ${guest_script:+guest script }${guest_script:-ctest} exit $status, $elapsed s in all (console: $results/console.log)"
 exit "$status"

@@ -1,6 +1,7 @@
-// The disk group's API versions: each only moves fields between its messages and the one DiskService. Versions of
-// one shape share a template: api_v1.cc serves v1 and v1beta3 (disks by uint32 number), api_v1alpha1.cc serves
-// v1beta2, v1beta1 and v1alpha1 (disks by decimal strings, older method names).
+// The disk group's API versions: each only moves fields between its messages and the one DiskService. One adapter
+// file per message shape, named after the newest version of that shape: api_v1.cc serves v1 and v1beta3 (disks by
+// uint32 number), api_v1alpha1.cc serves v1beta2, v1beta1 and v1alpha1 (disks by decimal strings, older method
+// names).
 #pragma once
 
 #include <cstdint>
@@ -10,8 +11,10 @@
 
 namespace csi_proxy::disk {
 
-// Declare v1 and v1beta3 (api_v1.cc), and v1beta2, v1beta1 and v1alpha1 (api_v1alpha1.cc), on `host`.
-// `disks` must outlive the registration.
+// Declares every version on `host` (api_v1.cc). `disks` must outlive the registration.
+void AddApiVersions(sdk::Host& host, DiskService& disks);
+
+// The versions of each shape: v1 and v1beta3 (api_v1.cc); v1beta2, v1beta1 and v1alpha1 (api_v1alpha1.cc).
 void AddVersionsShapedLikeV1(sdk::Host& host, DiskService& disks);
 void AddVersionsShapedLikeV1alpha1(sdk::Host& host, DiskService& disks);
 

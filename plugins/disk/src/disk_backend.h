@@ -38,6 +38,8 @@ class DiskBackend {
   virtual StatusOr<std::map<uint32_t, DiskIds>> ListDiskIds() = 0;
   // Size of the whole disk in bytes.
   virtual StatusOr<int64_t> GetDiskSize(uint32_t disk_number) = 0;
+  // Takes a disk offline (refused while it is in use) or brings it online. SCSI disks through the kernel's device
+  // state; every other disk's offline state is kept by the host (disk_offline_linux.h on Linux).
   virtual Status SetDiskState(uint32_t disk_number, bool online) = 0;
   virtual StatusOr<bool> GetDiskState(uint32_t disk_number) = 0;
   // The disk whose page 0x83 identifier is exactly `page83` (disk v1alpha1's GetDiskNumberByName).
@@ -50,6 +52,8 @@ inline constexpr const char* kBasicDataPartitionType = "ebd0a0a2-b9e5-4433-87c0-
 // What the group's configuration sets for the platform's backend.
 struct DiskBackendOptions {
   std::string gpt_partition_type = kBasicDataPartitionType;  // lowercase 8-4-4-4-12 hex
+  // [host] state_dir: the offline state of disks without a kernel state is kept under <state_dir>/disk/offline.
+  std::string state_dir;
 };
 
 // The platform's backend (on Linux defined in disk_backend_linux.cc).

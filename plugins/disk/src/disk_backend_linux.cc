@@ -2,9 +2,9 @@
 #include "disk_backend_linux.h"
 
 #include <fcntl.h>
+#include <libfdisk/libfdisk.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <libfdisk/libfdisk.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,11 +47,6 @@ Status WriteAttribute(const std::string& path, const std::string& value) {
   return Status::Ok();
 }
 
-// SCSI device states in which the disk serves I/O (or will again without an administrator).
-bool IsOnlineScsiState(const std::string& state) {
-  return state == "running" || state == "blocked" || state == "quiesce" || state == "created";
-}
-
 struct FdiskContextDeleter {
   void operator()(fdisk_context* cxt) const { fdisk_unref_context(cxt); }
 };
@@ -65,12 +60,10 @@ struct FdiskTypeDeleter {
 }  // namespace
 
 LinuxDiskBackend::LinuxDiskBackend(LinuxDiskOptions options)
-    : options_(std::move(options)), devices_(options_.roots), inventory_(options_.roots, options_.inventory) {}
-
-StatusOr<BlockDevice> LinuxDiskBackend::Disk(uint32_t disk_number) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto entry, inventory_.DiskByNumber(disk_number));
-  return entry.device;
-}
+    : options_(std::move(options)),
+      devices_(options_.roots),
+      inventory_(options_.roots, options_.inventory),
+      offline_(options_.state_dir, options_.roots) {}
 
 StatusOr<std::map<uint32_t, DiskLocation>> LinuxDiskBackend::ListDiskLocations() {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disks, inventory_.ListDisks());
@@ -112,8 +105,19 @@ StatusOr<int64_t> LinuxDiskBackend::GetDiskSize(uint32_t disk_number) {
 }
 
 Status LinuxDiskBackend::PartitionDisk(uint32_t disk_number) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, Disk(disk_number));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto entry, inventory_.DiskByNumber(disk_number));
+  const BlockDevice& disk = entry.device;
   const std::string what = DiskText(disk_number, disk);
+
+  // Nothing is written to an offline disk. One that has partitions needs nothing, which is success: GCE's, EBS's
+  // and vSphere's stage call PartitionDisk before they bring the disk online again (an offline SCSI disk's table
+  // cannot even be read, so the kernel's partitions decide).
+  CSI_PROXY_ASSIGN_OR_RETURN(auto offline, offline_.OfflineState(entry));
+  if (offline) {
+    auto parts = inventory_.PartitionsOf(disk);
+    if (parts.ok() && !parts->empty()) return Status::Ok();
+    return FailedPrecondition(what + " is " + *offline + "; bring it online with SetDiskState before partitioning it");
+  }
 
   // Idempotent: a disk that already has a partition (other than Microsoft Reserved) is left as it is.
   auto entries = common::ReadPartitionEntries(disk.path);
@@ -270,39 +274,64 @@ std::string LinuxDiskBackend::DeviceKind(const BlockDevice& disk) const {
   return "a block device";
 }
 
-Status LinuxDiskBackend::SetDiskState(uint32_t disk_number, bool online) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto disk, Disk(disk_number));
-  const std::string what = DiskText(disk_number, disk);
-  auto state_path = devices_.ScsiStatePath(disk);
-  if (!state_path) {
-    if (online) return Status::Ok();  // it has no offline state, so it is online
-    return FailedPrecondition(what + " is " + DeviceKind(disk) +
-                              " that has no online/offline state; only SCSI disks can be taken offline");
+Status LinuxDiskBackend::FlushAndDropCaches(const BlockDevice& disk) {
+  std::vector<BlockDevice> devices = {disk};
+  if (auto parts = devices_.PartitionsOf(disk); parts.ok()) devices.insert(devices.end(), parts->begin(), parts->end());
+  for (const auto& device : devices) {
+    // Each partition has a page cache of its own: written data reaches the device, and nothing cached stays to
+    // be read (or written back) while the disk is offline.
+    common::UniqueFd fd(open(device.path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid() || fsync(fd.get()) != 0) return Internal(common::ErrnoMessage("flush " + device.path, errno));
+    // ENOTTY: not a block device node (a test's fabricated /dev), so there is no block cache to drop.
+    if (ioctl(fd.get(), BLKFLSBUF, 0) != 0 && errno != ENOTTY) {
+      return Internal(common::ErrnoMessage("BLKFLSBUF " + device.path, errno));
+    }
   }
-  CSI_PROXY_ASSIGN_OR_RETURN(auto state, common::ReadAttribute(*state_path));
-  if (IsOnlineScsiState(state) == online) return Status::Ok();
-  if (online) return WriteAttribute(*state_path, "running").WithContext("bringing " + what + " online");
+  return Status::Ok();
+}
 
+Status LinuxDiskBackend::SetDiskState(uint32_t disk_number, bool online) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto entry, inventory_.DiskByNumber(disk_number));
+  const BlockDevice& disk = entry.device;
+  const std::string what = DiskText(disk_number, disk);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto offline, offline_.OfflineState(entry));
+  if (!offline.has_value() == online) return Status::Ok();  // already so
+
+  auto state_path = devices_.ScsiStatePath(disk);
+  if (online) {
+    if (state_path) return WriteAttribute(*state_path, "running").WithContext("bringing " + what + " online");
+    return offline_.MarkOnline(entry).WithContext("bringing " + what + " online");
+  }
+  if (!state_path && !offline_.enabled()) {
+    return FailedPrecondition(what + " is " + DeviceKind(disk) +
+                              ", which has no kernel online/offline state, and there is no [host] state_dir to keep "
+                              "it in");
+  }
   CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
   if (auto use = devices_.DescribeUse(disk, mounts)) {
     return FailedPrecondition(what + " is in use: " + *use + "; refusing to take it offline");
   }
-  // Written data reaches the device before it stops taking I/O.
-  common::UniqueFd fd(open(disk.path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid() || fsync(fd.get()) != 0) return Internal(common::ErrnoMessage("flush " + disk.path, errno));
-  return WriteAttribute(*state_path, "offline").WithContext("taking " + what + " offline");
+  CSI_PROXY_RETURN_IF_ERROR(FlushAndDropCaches(disk).WithContext("taking " + what + " offline"));
+  if (state_path) return WriteAttribute(*state_path, "offline").WithContext("taking " + what + " offline");
+  // No kernel state (NVMe, virtio, loop): the host keeps it, and every group refuses to partition, format or
+  // mount the disk until it is online again.
+  return offline_.MarkOffline(entry).WithContext("taking " + what + " offline");
 }
 
 StatusOr<bool> LinuxDiskBackend::GetDiskState(uint32_t disk_number) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disk, inventory_.DiskByNumber(disk_number));
-  CSI_PROXY_ASSIGN_OR_RETURN(auto state, inventory_.ReadScsiState(disk));
-  if (!state) return true;  // a device without an offline state is online
-  return IsOnlineScsiState(*state);
+  if (disk.has_scsi_state) {
+    CSI_PROXY_ASSIGN_OR_RETURN(auto state, inventory_.ReadScsiState(disk));
+    return !state || common::IsOnlineScsiState(*state);
+  }
+  CSI_PROXY_ASSIGN_OR_RETURN(auto offline, offline_.OfflineState(disk));
+  return !offline.has_value();
 }
 
 std::unique_ptr<DiskBackend> MakeDiskBackend(const DiskBackendOptions& options) {
   LinuxDiskOptions linux_options;
   linux_options.gpt_partition_type = options.gpt_partition_type;
+  linux_options.state_dir = options.state_dir;
   return std::make_unique<LinuxDiskBackend>(std::move(linux_options));
 }
 

@@ -7,12 +7,16 @@
 #include "block_device_scan_linux.h"
 #include "block_inventory_linux.h"
 #include "disk_backend.h"
+#include "disk_offline_linux.h"
 
 namespace csi_proxy::disk {
 
 struct LinuxDiskOptions {
   // GPT type of the partition PartitionDisk creates; upstream's "Microsoft basic data" by default.
   std::string gpt_partition_type = kBasicDataPartitionType;
+  // [host] state_dir: where the offline state of disks without a kernel state is kept (<state_dir>/disk/offline).
+  // Empty: only SCSI disks can be taken offline.
+  std::string state_dir;
   common::BlockDeviceRoots roots;  // tests point these at a fabricated sysfs
   common::BlockInventoryOptions inventory;
 };
@@ -34,12 +38,13 @@ class LinuxDiskBackend final : public DiskBackend {
   Status WritePartitionTable(const common::BlockDevice& disk, int disk_fd, uint32_t& partition_number,
                              uint64_t& start_bytes, uint64_t& size_bytes);
   std::string DeviceKind(const common::BlockDevice& disk) const;
-  // The disk of that number, from the inventory.
-  StatusOr<common::BlockDevice> Disk(uint32_t disk_number);
+  // Flushes the disk and its partitions and drops their cached pages, before it goes offline.
+  Status FlushAndDropCaches(const common::BlockDevice& disk);
 
   LinuxDiskOptions options_;
   common::BlockDevices devices_;      // sysfs read directly: what changes read (holders, partitions being made)
   common::BlockInventory inventory_;  // what the listings answer from
+  common::OfflineDisks offline_;      // offline state: the kernel's for SCSI, records under state_dir otherwise
 };
 
 }  // namespace csi_proxy::disk

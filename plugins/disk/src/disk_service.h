@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -14,7 +15,7 @@ namespace csi_proxy::disk {
 
 class DiskService {
  public:
-  explicit DiskService(DiskBackend& backend) : backend_(backend) {}
+  explicit DiskService(std::unique_ptr<DiskBackend> backend) : backend_(std::move(backend)) {}
 
   StatusOr<std::map<uint32_t, DiskLocation>> ListDiskLocations();
   Status PartitionDisk(uint32_t disk_number);
@@ -31,7 +32,7 @@ class DiskService {
  private:
   common::KeyedMutex::Lock LockDisk(uint32_t disk_number) { return locks_.Hold("disk/" + std::to_string(disk_number)); }
 
-  DiskBackend& backend_;
+  std::unique_ptr<DiskBackend> backend_;
   common::KeyedMutex locks_;
 };
 

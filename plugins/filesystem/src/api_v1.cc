@@ -15,11 +15,13 @@ sdk::ServiceBuilder& AddV1Methods(sdk::Host& host, FilesystemService& fs) {
       .template Unary<typename Api::CreateSymlink>([&fs](const auto& req, auto&, CallContext&) {
         return fs.CreateSymlink(req.source_path(), req.target_path());
       })
-      .template Unary<typename Api::IsSymlink>([&fs](const auto& req, auto& resp, CallContext&) {
-        CSI_PROXY_ASSIGN_OR_RETURN(bool is_symlink, fs.IsSymlink(req.path()));
-        resp.set_is_symlink(is_symlink);
-        return Status::Ok();
-      }, sdk::kReadOnly);
+      .template Unary<typename Api::IsSymlink>(
+          [&fs](const auto& req, auto& resp, CallContext&) {
+            CSI_PROXY_ASSIGN_OR_RETURN(bool is_symlink, fs.IsSymlink(req.path()));
+            resp.set_is_symlink(is_symlink);
+            return Status::Ok();
+          },
+          sdk::kReadOnly);
 }
 
 }  // namespace
@@ -29,6 +31,11 @@ void AddVersionsShapedLikeV1(sdk::Host& host, FilesystemService& fs) {
   AddV1Methods<v1::FilesystemApi>(host, fs);
   AddV1Methods<v2alpha1::FilesystemApi>(host, fs).Unary<v2alpha1::FilesystemApi::RmdirContents>(
       [&fs](const auto& req, auto&, CallContext&) { return fs.RmdirContents(req.path()); });
+}
+
+void AddApiVersions(sdk::Host& host, FilesystemService& fs) {
+  AddVersionsShapedLikeV1alpha1(host, fs);
+  AddVersionsShapedLikeV1(host, fs);
 }
 
 }  // namespace csi_proxy::filesystem

@@ -15,11 +15,13 @@ void AddV1alpha1Methods(sdk::Host& host, FilesystemService& fs) {
       .template Unary<typename Api::LinkPath>([&fs](const auto& req, auto&, CallContext&) {
         return fs.CreateSymlink(req.source_path(), req.target_path());
       })
-      .template Unary<typename Api::IsMountPoint>([&fs](const auto& req, auto& resp, CallContext&) {
-        CSI_PROXY_ASSIGN_OR_RETURN(bool is_symlink, fs.IsSymlink(req.path()));
-        resp.set_is_mount_point(is_symlink);
-        return Status::Ok();
-      }, sdk::kReadOnly);
+      .template Unary<typename Api::IsMountPoint>(
+          [&fs](const auto& req, auto& resp, CallContext&) {
+            CSI_PROXY_ASSIGN_OR_RETURN(bool is_symlink, fs.IsSymlink(req.path()));
+            resp.set_is_mount_point(is_symlink);
+            return Status::Ok();
+          },
+          sdk::kReadOnly);
 }
 
 }  // namespace

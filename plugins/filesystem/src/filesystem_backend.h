@@ -1,49 +1,64 @@
-// The OS layer of the filesystem group: acts on paths the service layer has already checked against the
-// allowed roots. Every operation opens its path through common::OpenParent / OpenFollowing (never by string),
-// so a symlink inside a root cannot redirect it outside. One implementation per platform
-// (filesystem_backend_linux.cc).
+// The OS interface of the filesystem group: acts on paths the service layer has already checked against the
+// allowed roots, in version-neutral types. The Linux implementation (filesystem_backend_linux.*) opens every path
+// through common::OpenParent / OpenFollowing (never by string), so a symlink inside a root cannot redirect it
+// outside.
 #pragma once
 
+#include <memory>
+#include <string>
+
+#include "csi_proxy/log.hpp"
 #include "csi_proxy/status.hpp"
 #include "path_policy.h"
 
 namespace csi_proxy::filesystem {
 
+struct FilesystemOptions {
+  // [host] state_dir: where the volume group records the mount points MountVolume made and the SMB group the
+  // users of its mappings (plugins/common/volume_mounts_linux.h, smb_mapping_users_linux.h). Empty: neither is
+  // read, so a forced Rmdir unmounts nothing and releases no mapping.
+  std::string state_dir;
+  sdk::LogSink log;
+};
+
 class FilesystemBackend {
  public:
-  explicit FilesystemBackend(const common::PathPolicy& policy) : policy_(policy) {}
+  virtual ~FilesystemBackend() = default;
 
   // Whether something (a dangling symlink included) exists at `path`; a final symlink is not followed.
-  StatusOr<bool> PathExists(const common::ConfinedPath& path);
+  virtual StatusOr<bool> PathExists(const common::ConfinedPath& path) = 0;
 
   // mkdir -p: creates missing directories; an existing directory (or a symlink to one inside the roots) is
   // success, anything else in the way is FAILED_PRECONDITION.
-  Status MakeDirectories(const common::ConfinedPath& path);
+  virtual Status MakeDirectories(const common::ConfinedPath& path) = 0;
 
   // Removes one file, symlink (not its target) or empty directory. NOT_FOUND if missing, FAILED_PRECONDITION if
   // a non-empty directory or a mount point.
-  Status RemoveEntry(const common::ConfinedPath& path);
+  virtual Status RemoveEntry(const common::ConfinedPath& path) = 0;
 
   // Removes `path` and everything below it without following symlinks and without entering another mount.
-  // A missing path is success. Whatever stays because it is (or is under) a mount point is reported as
-  // FAILED_PRECONDITION "not removed: <path> is a mount point"; everything else that can go is removed.
-  Status RemoveTree(const common::ConfinedPath& path);
+  // A missing path is success. A mount point that MountVolume made (the path itself, or one below it) is
+  // unmounted first, as Windows removes a volume mount point with its directory (the volume and its data stay);
+  // whatever stays because it is (or is under) another mount point is reported as FAILED_PRECONDITION
+  // "not removed: <path> is a mount point"; everything else that can go is removed.
+  virtual Status RemoveTree(const common::ConfinedPath& path) = 0;
 
   // Removes everything inside the directory `path` (a final symlink is followed inside the roots), with the
   // rules of RemoveTree; the directory itself stays. NOT_FOUND if missing.
-  Status RemoveContents(const common::ConfinedPath& path);
+  virtual Status RemoveContents(const common::ConfinedPath& path) = 0;
 
   // Creates the symlink `link` whose text is `source.path`. The source must not lead outside the roots and link
   // target dirs (it need not exist); the link's parent must exist; ALREADY_EXISTS if something is at `link`.
-  Status CreateSymlink(const common::ConfinedPath& source, const common::ConfinedPath& link);
+  virtual Status CreateSymlink(const common::ConfinedPath& source, const common::ConfinedPath& link) = 0;
 
   // True for a symlink whose target exists inside the roots (or a link target dir), and for a mount point;
   // false for a dangling symlink, a loop and anything else. NOT_FOUND if missing; PERMISSION_DENIED for a
   // symlink leading elsewhere.
-  StatusOr<bool> IsSymlink(const common::ConfinedPath& path);
-
- private:
-  const common::PathPolicy& policy_;
+  virtual StatusOr<bool> IsSymlink(const common::ConfinedPath& path) = 0;
 };
+
+// The platform's backend (on Linux defined in filesystem_backend_linux.cc). `policy` is the one the service checks
+// paths with.
+std::unique_ptr<FilesystemBackend> MakeFilesystemBackend(common::PathPolicy policy, FilesystemOptions options);
 
 }  // namespace csi_proxy::filesystem

@@ -12,13 +12,13 @@ namespace csi_proxy::filesystem {
 StatusOr<bool> FilesystemService::PathExists(std::string_view path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
   auto lock = locks_.Hold(confined.path);
-  return backend_.PathExists(confined);
+  return backend_->PathExists(confined);
 }
 
 Status FilesystemService::Mkdir(std::string_view path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
   auto lock = locks_.Hold(confined.path);
-  return backend_.MakeDirectories(confined);
+  return backend_->MakeDirectories(confined);
 }
 
 Status FilesystemService::Rmdir(std::string_view path, bool force) {
@@ -28,13 +28,13 @@ Status FilesystemService::Rmdir(std::string_view path, bool force) {
                             ": it is an allowed root, not something below one");
   }
   auto lock = locks_.Hold(confined.path);
-  return force ? backend_.RemoveTree(confined) : backend_.RemoveEntry(confined);
+  return force ? backend_->RemoveTree(confined) : backend_->RemoveEntry(confined);
 }
 
 Status FilesystemService::RmdirContents(std::string_view path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
   auto lock = locks_.Hold(confined.path);
-  return backend_.RemoveContents(confined);
+  return backend_->RemoveContents(confined);
 }
 
 Status FilesystemService::CreateSymlink(std::string_view source_path, std::string_view target_path) {
@@ -46,13 +46,13 @@ Status FilesystemService::CreateSymlink(std::string_view source_path, std::strin
   auto lock_first = locks_.Hold(first);
   std::optional<common::KeyedMutex::Lock> lock_second;
   if (second != first) lock_second.emplace(locks_, second);
-  return backend_.CreateSymlink(source, target);
+  return backend_->CreateSymlink(source, target);
 }
 
 StatusOr<bool> FilesystemService::IsSymlink(std::string_view path) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto confined, policy_.Confine(path, "path"));
   auto lock = locks_.Hold(confined.path);
-  return backend_.IsSymlink(confined);
+  return backend_->IsSymlink(confined);
 }
 
 }  // namespace csi_proxy::filesystem

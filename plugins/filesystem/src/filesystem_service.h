@@ -3,6 +3,7 @@
 // same path, and hands the confined paths to the OS layer. No protobuf here.
 #pragma once
 
+#include <memory>
 #include <string_view>
 #include <utility>
 
@@ -15,7 +16,9 @@ namespace csi_proxy::filesystem {
 
 class FilesystemService {
  public:
-  explicit FilesystemService(common::PathPolicy policy) : policy_(std::move(policy)), backend_(policy_) {}
+  // `backend` acts on the paths `policy` lets through (MakeFilesystemBackend with the same policy).
+  FilesystemService(std::unique_ptr<FilesystemBackend> backend, common::PathPolicy policy)
+      : backend_(std::move(backend)), policy_(std::move(policy)) {}
   FilesystemService(const FilesystemService&) = delete;
   FilesystemService& operator=(const FilesystemService&) = delete;
 
@@ -24,7 +27,9 @@ class FilesystemService {
   // Creates `path` and missing parents; an existing directory is success.
   Status Mkdir(std::string_view path);
   // Without force: removes a file, a symlink or an empty directory; a missing path is NOT_FOUND.
-  // With force: removes the whole tree without following symlinks or entering other mounts; missing is success.
+  // With force: removes the whole tree without following symlinks or entering other mounts (a mount point that
+  // MountVolume made is unmounted first, as on Windows); missing is success. An SMB mapping whose last
+  // local_path link went with the path is unmapped.
   Status Rmdir(std::string_view path, bool force);
   // Empties the directory `path` with the rules of a forced Rmdir; the directory stays.
   Status RmdirContents(std::string_view path);
@@ -36,9 +41,9 @@ class FilesystemService {
   const common::PathPolicy& policy() const { return policy_; }
 
  private:
+  std::unique_ptr<FilesystemBackend> backend_;
   common::PathPolicy policy_;
-  FilesystemBackend backend_;  // refers to policy_
-  common::KeyedMutex locks_;   // keyed by normalized path
+  common::KeyedMutex locks_;  // keyed by normalized path
 };
 
 }  // namespace csi_proxy::filesystem

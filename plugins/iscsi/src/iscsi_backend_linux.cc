@@ -23,8 +23,9 @@
 #include "kernel_module_linux.h"
 #include "read_file_linux.h"
 #include "run_program.h"
-#include "sendtargets_client.h"
-#include "state_store.h"
+#include "sendtargets_client_linux.h"
+#include "state_records_linux.h"
+#include "state_store_linux.h"
 #include "text.h"
 
 namespace csi_proxy::iscsi {
@@ -307,7 +308,7 @@ class LinuxIscsiBackend final : public IscsiBackend {
       if (!text) return Internal("cannot read node record " + file);
       int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
       if (dir_fd < 0) return Internal("cannot open " + dir + ": " + std::strerror(errno));
-      Status s = WriteFileAtomically(dir_fd, name, RewriteNodeRecord(*text + "\n", settings), 0600);
+      Status s = common::WriteFileAtomically(dir_fd, name, RewriteNodeRecord(*text + "\n", settings), 0600);
       close(dir_fd);
       CSI_PROXY_RETURN_IF_ERROR(s);
     }

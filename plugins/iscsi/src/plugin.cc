@@ -1,66 +1,78 @@
-// The iSCSI group library: reads the group's keys, builds the platform's backend (which opens the state
-// directory) and serves csi-proxy-iscsi-v1alpha2 and csi-proxy-iscsi-v1alpha1 through the adapter of api.h.
+// The iSCSI group library, in the layout every group's plugin.cc has: the group's keys, the platform's backend
+// (MakeIscsiBackend, which opens the state directory), the service that owns it, and every API version (api.h).
+// Name and version come from the build.
+#include "csi_proxy/plugin.hpp"
+
+#include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "api.h"
-#include "csi_proxy/plugin.hpp"
 #include "iscsi_backend.h"
 #include "iscsi_service.h"
+#include "iscsi_validation.h"
 
 namespace csi_proxy::iscsi {
 namespace {
 
-StatusOr<std::chrono::milliseconds> Seconds(const sdk::PluginConfig& config, const char* key, int64_t fallback) {
-  CSI_PROXY_ASSIGN_OR_RETURN(int64_t value, config.GetInt(key, fallback));
-  if (value < 1 || value > 3600) return InvalidArgument(std::string("group key '") + key + "' must be 1..3600");
-  return std::chrono::milliseconds(value * 1000);
+// ---- The group's keys ([groups.iscsi]; README "Configuration")
+constexpr std::string_view kStateDirKey = "state_dir";
+constexpr std::string_view kInitiatorNameKey = "initiator_name";
+constexpr std::string_view kNodeDbDirKey = "node_db_dir";
+constexpr std::string_view kMutualChapUsernameKey = "mutual_chap_username";
+constexpr std::string_view kDiscoveryTimeoutKey = "discovery_timeout_seconds";
+constexpr std::string_view kLoginTimeoutKey = "login_timeout_seconds";
+constexpr std::string_view kMaxPortalsKey = "max_portals";
+// The most portals the state file holds whatever the key says (IscsiStateStore's limit).
+constexpr int64_t kMaxPortalsLimit = 4000;
+
+StatusOr<IscsiBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(
+      config.RequireKnownKeys({kStateDirKey, kInitiatorNameKey, kNodeDbDirKey, kMutualChapUsernameKey,
+                               kDiscoveryTimeoutKey, kLoginTimeoutKey, kMaxPortalsKey}));
+  IscsiBackendOptions options;
+  CSI_PROXY_ASSIGN_OR_RETURN(options.state_dir, config.GetAbsolutePath(kStateDirKey, config.state_dir() + "/iscsi"));
+  CSI_PROXY_ASSIGN_OR_RETURN(options.initiator_name, config.GetString(kInitiatorNameKey, ""));
+  if (Status iqn = ValidateIqn(options.initiator_name); !options.initiator_name.empty() && !iqn.ok()) {
+    return sdk::PluginConfig::KeyError(kInitiatorNameKey, "is refused: " + iqn.message());
+  }
+  CSI_PROXY_ASSIGN_OR_RETURN(options.node_db_dir, config.GetAbsolutePath(kNodeDbDirKey, options.node_db_dir));
+  CSI_PROXY_ASSIGN_OR_RETURN(options.mutual_chap_username, config.GetString(kMutualChapUsernameKey, ""));
+  if (Status name = ValidateChapName(options.mutual_chap_username, kMutualChapUsernameKey);
+      !options.mutual_chap_username.empty() && !name.ok()) {
+    return sdk::PluginConfig::KeyError(kMutualChapUsernameKey, "is refused: " + name.message());
+  }
+  CSI_PROXY_ASSIGN_OR_RETURN(int64_t discovery, config.GetInt(kDiscoveryTimeoutKey, 15, sdk::IntRange{1, 3600}));
+  options.discovery_timeout = std::chrono::seconds(discovery);
+  CSI_PROXY_ASSIGN_OR_RETURN(int64_t login, config.GetInt(kLoginTimeoutKey, 120, sdk::IntRange{1, 3600}));
+  options.login_timeout = std::chrono::seconds(login);
+  CSI_PROXY_ASSIGN_OR_RETURN(
+      int64_t max_portals,
+      config.GetInt(kMaxPortalsKey, static_cast<int64_t>(options.max_portals), sdk::IntRange{1, kMaxPortalsLimit}));
+  options.max_portals = static_cast<size_t>(max_portals);
+  options.log = sdk::HostLogSink();
+  return options;
 }
 
-class IscsiPlugin : public sdk::Plugin {
+// ---- The group: backend, service, API versions
+class IscsiPlugin final : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
-    const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(
-        config.RequireKnownKeys({"state_dir", "initiator_name", "node_db_dir", "mutual_chap_username",
-                                 "discovery_timeout_seconds", "login_timeout_seconds", "max_portals"}));
-    IscsiBackendOptions options;
-    auto state_dir = config.GetString("state_dir", config.state_dir() + "/iscsi");
-    auto initiator_name = config.GetString("initiator_name", "");
-    auto node_db_dir = config.GetString("node_db_dir", options.node_db_dir);
-    auto mutual_user = config.GetString("mutual_chap_username", "");
-    auto discovery_timeout = Seconds(config, "discovery_timeout_seconds", 15);
-    auto login_timeout = Seconds(config, "login_timeout_seconds", 120);
-    auto max_portals = config.GetInt("max_portals", static_cast<int64_t>(options.max_portals));
-    for (const Status* s : {&state_dir.status(), &initiator_name.status(), &node_db_dir.status(), &mutual_user.status(),
-                            &discovery_timeout.status(), &login_timeout.status(), &max_portals.status()}) {
-      if (!s->ok()) return s->WithContext("iscsi group");
-    }
-    if (*max_portals < 1 || *max_portals > 4000)
-      return InvalidArgument("iscsi group: group key 'max_portals' must be 1..4000");
-    options.max_portals = static_cast<size_t>(*max_portals);
-    options.state_dir = *state_dir;
-    options.initiator_name = *initiator_name;
-    options.node_db_dir = *node_db_dir;
-    options.mutual_chap_username = *mutual_user;
-    options.discovery_timeout = *discovery_timeout;
-    options.login_timeout = *login_timeout;
-    options.log = sdk::HostLogSink();
-    auto backend = MakeIscsiBackend(options);
-    if (!backend.ok()) return backend.status().WithContext("iscsi group");
-    service_ = std::make_unique<IscsiService>(std::move(*backend), sdk::HostLogSink());
-
-    AddIscsiVersions(host, *service_);
+    CSI_PROXY_ASSIGN_OR_RETURN(IscsiBackendOptions options, ReadKeys(host.config()));
+    CSI_PROXY_ASSIGN_OR_RETURN(auto backend, MakeIscsiBackend(options));
+    service_ = std::make_unique<IscsiService>(std::move(backend), sdk::HostLogSink());
+    AddApiVersions(host, *service_);
     sdk::LogInfo("iscsi group ready; state in " + options.state_dir + ", initiator name from " +
                  (options.initiator_name.empty() ? options.initiator_name_file : std::string("the configuration")));
     return Status::Ok();
   }
 
  private:
-  std::unique_ptr<IscsiService> service_;
+  std::unique_ptr<IscsiService> service_;  // owns the backend; the registered methods call it
 };
 
 }  // namespace
 }  // namespace csi_proxy::iscsi
 
-CSI_PROXY_PLUGIN(csi_proxy::iscsi::IscsiPlugin, "iscsi", "0.1.0")
+CSI_PROXY_GROUP_PLUGIN(csi_proxy::iscsi::IscsiPlugin)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "csi_proxy/status.hpp"
 #include "path_policy.h"
@@ -24,6 +25,16 @@ struct MappingStatus {
   std::string detail;  // why it is unreachable, for the log
 };
 
+// Who uses a mapping: the local_path links to it that are still there, and whether it was mapped without a
+// local_path (and not removed since). A mapping is unmapped only when it has no users.
+struct MappingUsers {
+  std::vector<std::string> links;
+  bool pinned = false;
+  bool used() const { return pinned || !links.empty(); }
+  // "2 local_path links ("/a", "/b") and a mapping made without a local_path", for the log.
+  std::string Describe() const;
+};
+
 class SmbBackend {
  public:
   virtual ~SmbBackend() = default;
@@ -39,6 +50,16 @@ class SmbBackend {
   virtual Status CheckLink(const common::ConfinedPath& local, const RemotePath& remote) = 0;
   // Makes `local` a symlink to the mapping of `remote` plus its sub-path. Success if it already is one.
   virtual Status Link(const common::ConfinedPath& local, const RemotePath& remote) = 0;
+
+  // The users of the mapping of `remote`'s share, kept where the filesystem group, which removes local_path
+  // links (and unmaps a mapping whose last link it removed), sees them too. Users, AddUser and DropPin are called
+  // while the returned lock is held; it serializes them with the filesystem group.
+  virtual StatusOr<std::shared_ptr<void>> LockUsers(const RemotePath& remote) = 0;
+  // Counts `local` (the link just made) as a user, or, without one, the mapping itself until it is removed.
+  virtual Status AddUser(const RemotePath& remote, const common::ConfinedPath* local) = 0;
+  // Forgets that the mapping was made without a local_path (RemoveSmbGlobalMapping).
+  virtual Status DropPin(const RemotePath& remote) = 0;
+  virtual StatusOr<MappingUsers> Users(const RemotePath& remote) = 0;
 };
 
 // What the group's configuration sets for the platform's backend.
@@ -49,6 +70,9 @@ struct SmbBackendOptions {
   uint16_t port = 445;                                // the server's SMB port
   std::string smb_version;                            // the dialect to ask for ("3.1.1", ...); empty: negotiate
   std::chrono::milliseconds mount_timeout{std::chrono::seconds(60)};
+  // [host] state_dir: the users of each mapping are recorded under it, for the filesystem group too. Empty: none
+  // are recorded, and RemoveSmbGlobalMapping always unmaps.
+  std::string state_dir;
   LogSink log;
 };
 

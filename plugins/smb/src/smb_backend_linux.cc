@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "mount_table_linux.h"
 #include "read_file_linux.h"
 #include "run_program.h"
+#include "smb_mapping_users_linux.h"
 #include "smb_validation.h"
 #include "text.h"
 
@@ -70,7 +72,11 @@ Status MountFailure(const std::string& key, const common::ProgramResult& result)
 class LinuxSmbBackend final : public SmbBackend {
  public:
   LinuxSmbBackend(LinuxSmbOptions options, common::PathPolicy policy, UniqueFd root_fd)
-      : options_(std::move(options)), policy_(std::move(policy)), root_fd_(std::move(root_fd)) {}
+      : options_(std::move(options)), policy_(std::move(policy)), root_fd_(std::move(root_fd)) {
+    if (!options_.state_dir.empty()) {
+      users_ = std::make_unique<common::SmbMappingUsers>(options_.state_dir, policy_, options_.log);
+    }
+  }
 
   StatusOr<MappingStatus> GetMapping(const RemotePath& remote) override {
     CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
@@ -105,6 +111,7 @@ class LinuxSmbBackend final : public SmbBackend {
       // Other shares of the same server are mapped and unmapped in parallel: their server directory must not be
       // removed between its creation here and the creation of this share's directory in it.
       std::lock_guard dirs(dirs_mu_);
+      CSI_PROXY_ASSIGN_OR_RETURN(auto shared_dirs, LockDirectories());
       CSI_PROXY_ASSIGN_OR_RETURN(
           auto server_fd, OpenOrMakeDir(root_fd_.get(), remote.server, options_.mount_root + "/" + remote.server));
       auto share_fd = OpenOrMakeDir(server_fd.get(), remote.share, MountPoint(remote));
@@ -141,22 +148,35 @@ class LinuxSmbBackend final : public SmbBackend {
   }
 
   Status Unmap(const RemotePath& remote) override {
-    std::string mp = MountPoint(remote);
-    // Lazy: the mapping disappears at once even if files are open or the server is gone (upstream removes with
-    // Force). Several stacked mounts are all removed.
-    for (int i = 0; i < 16; ++i) {
-      CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
-      if (mounted.empty()) break;
-      if (mounted != "cifs" && mounted != "smb3") {
-        return Internal(mp + " holds a " + mounted + " mount, not the SMB mapping of " + remote.MappingKey());
-      }
-      if (umount2(mp.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
-        return Internal("unmounting " + mp + ": " + std::strerror(errno));
-      }
-      Log(LogLevel::kInfo, "unmapped " + remote.MappingKey() + " from " + mp);
-    }
+    CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
+    CSI_PROXY_RETURN_IF_ERROR(
+        common::UnmountSmbMount(MountPoint(remote)).WithContext("unmapping " + remote.MappingKey()));
+    if (!mounted.empty()) Log(LogLevel::kInfo, "unmapped " + remote.MappingKey() + " from " + MountPoint(remote));
     RemoveDirs(remote);
     return Status::Ok();
+  }
+
+  StatusOr<std::shared_ptr<void>> LockUsers(const RemotePath& remote) override {
+    if (!users_) return std::shared_ptr<void>();
+    CSI_PROXY_ASSIGN_OR_RETURN(auto lock, users_->Lock(remote.MappingKey()));
+    return std::shared_ptr<void>(std::make_shared<common::RecordLock>(std::move(lock)));
+  }
+
+  Status AddUser(const RemotePath& remote, const ConfinedPath* local) override {
+    if (!users_) return Status::Ok();
+    const common::SmbMapping mapping{remote.MappingKey(), MountPoint(remote)};
+    if (local == nullptr) return users_->Pin(mapping);
+    return users_->AddLink(local->path, LinkText(remote), mapping);
+  }
+
+  Status DropPin(const RemotePath& remote) override {
+    return users_ ? users_->Unpin(remote.MappingKey()) : Status::Ok();
+  }
+
+  StatusOr<MappingUsers> Users(const RemotePath& remote) override {
+    if (!users_) return MappingUsers{};
+    CSI_PROXY_ASSIGN_OR_RETURN(auto use, users_->Users(remote.MappingKey()));
+    return MappingUsers{use.links, use.pinned};
   }
 
   Status CheckLink(const ConfinedPath& local, const RemotePath& remote) override {
@@ -196,6 +216,12 @@ class LinuxSmbBackend final : public SmbBackend {
     if (options_.log) options_.log(level, message);
   }
 
+  // The filesystem group's lock on the mount root's directories (none without a state_dir).
+  StatusOr<common::RecordLock> LockDirectories() const {
+    if (!users_) return common::RecordLock();
+    return users_->LockDirectories();
+  }
+
   std::string MountPoint(const RemotePath& remote) const {
     return options_.mount_root + "/" + remote.server + "/" + remote.share;
   }
@@ -227,6 +253,7 @@ class LinuxSmbBackend final : public SmbBackend {
   // Removes the share's (empty) mount point and its server directory when that is empty too.
   void RemoveDirs(const RemotePath& remote) {
     std::lock_guard dirs(dirs_mu_);
+    auto shared_dirs = LockDirectories();  // removing without it would at worst fail a concurrent map, retried
     int server_fd = openat(root_fd_.get(), remote.server.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (server_fd < 0) return;
     unlinkat(server_fd, remote.share.c_str(), AT_REMOVEDIR);
@@ -237,7 +264,8 @@ class LinuxSmbBackend final : public SmbBackend {
   LinuxSmbOptions options_;
   common::PathPolicy policy_;
   UniqueFd root_fd_;
-  std::mutex dirs_mu_;  // creating and removing the per-server and per-share directories
+  std::unique_ptr<common::SmbMappingUsers> users_;  // null without a state_dir
+  std::mutex dirs_mu_;                              // creating and removing the per-server and per-share directories
 };
 
 }  // namespace
@@ -289,7 +317,7 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeLinuxSmbBackend(LinuxSmbOptions option
   if (!options.mount_helper.empty()) {
     if (options.mount_helper[0] != '/') return InvalidArgument("mount_helper must be an absolute path");
     if (access(options.mount_helper.c_str(), X_OK) != 0) {
-      return InvalidArgument("mount_helper " + options.mount_helper + " is not an executable file");
+      return InvalidArgument("group key 'mount_helper': " + options.mount_helper + " is not an executable file");
     }
   }
   CSI_PROXY_RETURN_IF_ERROR(MakeDirs(options.mount_root));

@@ -1,5 +1,5 @@
 // v1alpha1.System: message adaptation only; validation and behaviour live in SystemService.
-#include "api_v1alpha1.h"
+#include "api.h"
 
 #include <chrono>
 
@@ -27,22 +27,26 @@ v1alpha1::ServiceStatus ToProto(ServiceStatus s) { return static_cast<v1alpha1::
 
 }  // namespace
 
-void AddSystemV1alpha1(sdk::Host& host, SystemService& service) {
+void AddApiVersions(sdk::Host& host, SystemService& service) {
   using Api = v1alpha1::SystemApi;
   using sdk::CallContext;
   host.AddService<Api>()
-      .Unary<Api::GetBIOSSerialNumber>([&service](const auto&, auto& resp, CallContext&) {
-        CSI_PROXY_ASSIGN_OR_RETURN(std::string serial, service.GetBiosSerialNumber());
-        resp.set_serial_number(serial);
-        return Status::Ok();
-      }, sdk::kReadOnly)
-      .Unary<Api::GetService>([&service](const auto& req, auto& resp, CallContext&) {
-        CSI_PROXY_ASSIGN_OR_RETURN(ServiceInfo info, service.GetService(req.name()));
-        resp.set_display_name(info.display_name);
-        resp.set_start_type(ToProto(info.start_type));
-        resp.set_status(ToProto(info.status));
-        return Status::Ok();
-      }, sdk::kReadOnly)
+      .Unary<Api::GetBIOSSerialNumber>(
+          [&service](const auto&, auto& resp, CallContext&) {
+            CSI_PROXY_ASSIGN_OR_RETURN(std::string serial, service.GetBiosSerialNumber());
+            resp.set_serial_number(serial);
+            return Status::Ok();
+          },
+          sdk::kReadOnly)
+      .Unary<Api::GetService>(
+          [&service](const auto& req, auto& resp, CallContext&) {
+            CSI_PROXY_ASSIGN_OR_RETURN(ServiceInfo info, service.GetService(req.name()));
+            resp.set_display_name(info.display_name);
+            resp.set_start_type(ToProto(info.start_type));
+            resp.set_status(ToProto(info.status));
+            return Status::Ok();
+          },
+          sdk::kReadOnly)
       .Unary<Api::StartService>([&service](const auto& req, auto&, CallContext& ctx) {
         return service.StartService(req.name(), LimitsOf(ctx));
       })

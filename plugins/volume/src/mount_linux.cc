@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -67,6 +68,24 @@ StatusOr<MountOfFd> FindMountOf(int fd) {
   return NotFound("mount " + std::to_string(stx.stx_mnt_id) + " disappeared while being looked at");
 }
 
+StatusOr<unsigned int> MountAttributesOf(int fd) {
+  struct statvfs vfs {};
+  if (fstatvfs(fd, &vfs) != 0) return Internal(ErrnoMessage("fstatvfs", errno));
+  unsigned int attributes = 0;
+  if (vfs.f_flag & ST_RDONLY) attributes |= MOUNT_ATTR_RDONLY;
+  if (vfs.f_flag & ST_NOSUID) attributes |= MOUNT_ATTR_NOSUID;
+  if (vfs.f_flag & ST_NODEV) attributes |= MOUNT_ATTR_NODEV;
+  if (vfs.f_flag & ST_NOEXEC) attributes |= MOUNT_ATTR_NOEXEC;
+  if (vfs.f_flag & ST_NODIRATIME) attributes |= MOUNT_ATTR_NODIRATIME;
+  // One of three atime modes: noatime, relatime (the kernel's default, MOUNT_ATTR_RELATIME is 0) or strictatime.
+  if (vfs.f_flag & ST_NOATIME) {
+    attributes |= MOUNT_ATTR_NOATIME;
+  } else if (!(vfs.f_flag & ST_RELATIME)) {
+    attributes |= MOUNT_ATTR_STRICTATIME;
+  }
+  return attributes;
+}
+
 StatusOr<DetachedMount> DetachedMount::Create(const MountRequest& request, int* failed_errno) {
   int unused = 0;
   int& err = failed_errno != nullptr ? *failed_errno : unused;
@@ -91,6 +110,7 @@ StatusOr<DetachedMount> DetachedMount::Create(const MountRequest& request, int* 
   if (fsconfig(fs_fd.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) return fail(what, fs_fd.get());
   unsigned int attributes = request.read_only ? MOUNT_ATTR_RDONLY : 0;
   if (request.nosuid_nodev) attributes |= MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (request.attributes) attributes = *request.attributes;
   int mount_fd = fsmount(fs_fd.get(), FSMOUNT_CLOEXEC, attributes);
   if (mount_fd < 0) return fail(what, fs_fd.get());
   DetachedMount result;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,13 @@ struct MountRequest {
   // nosuid and nodev: setuid/setgid bits and device files on the volume give nobody anything. Only an admin's
   // group key turns this off for MountVolume.
   bool nosuid_nodev = true;
+  // When set, exactly these mount attributes (MOUNT_ATTR_*) instead of those read_only and nosuid_nodev give: a
+  // mount made again as it was (MountAttributesOf).
+  std::optional<unsigned int> attributes;
 };
+
+// The attributes (MOUNT_ATTR_*: read-only, nosuid, nodev, noexec, atime handling) of the mount that `fd` lies on.
+StatusOr<unsigned int> MountAttributesOf(int fd);
 
 // A filesystem instance mounted nowhere. Attach() puts it on a directory; dropping it unattached leaves nothing.
 class DetachedMount {

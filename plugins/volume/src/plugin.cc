@@ -1,10 +1,11 @@
-// The volume group library: reads the group's keys, builds the platform's backend and serves
-// csi-proxy-volume-v1 and -v2alpha1 and the older v1beta3, v1beta2, v1beta1 and v1alpha1 through the adapters of
-// api.h.
+// The volume group library, in the layout every group's plugin.cc has: the group's keys, the platform's backend
+// (MakeVolumeBackend), the service that owns it, and every API version (api.h). Name and version come from the
+// build.
 #include "csi_proxy/plugin.hpp"
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "api.h"
 #include "path_policy.h"
@@ -14,48 +15,45 @@
 namespace csi_proxy::volume {
 namespace {
 
-constexpr const char* kDefaultFsTypeKey = "default_fs_type";
-constexpr const char* kMountNosuidNodevKey = "mount_nosuid_nodev";
+// ---- The group's keys ([groups.volume]; README "Configuration")
+constexpr std::string_view kDefaultFsTypeKey = "default_fs_type";
+constexpr std::string_view kMountNosuidNodevKey = "mount_nosuid_nodev";
 
-class VolumePlugin : public sdk::Plugin {
+StatusOr<VolumeBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kDefaultFsTypeKey, kMountNosuidNodevKey}));
+  VolumeBackendOptions options;
+  CSI_PROXY_ASSIGN_OR_RETURN(options.default_fs_type,
+                             config.GetChoice(kDefaultFsTypeKey, options.default_fs_type, SupportedFilesystems()));
+  CSI_PROXY_ASSIGN_OR_RETURN(options.mount_nosuid_nodev,
+                             config.GetBool(kMountNosuidNodevKey, options.mount_nosuid_nodev));
+  options.scratch_dir = config.state_dir() + "/volume/scratch";
+  options.state_dir = config.state_dir();
+  return options;
+}
+
+// ---- The group: backend, service, API versions
+class VolumePlugin final : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
-    CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kDefaultFsTypeKey, kMountNosuidNodevKey}));
-    VolumeBackendOptions options;
-    auto fs_type = config.GetString(kDefaultFsTypeKey, options.default_fs_type);
-    if (!fs_type.ok()) return fs_type.status().WithContext("volume group");
-    if (!IsSupportedFilesystem(*fs_type)) {
-      return InvalidArgument("volume group: default_fs_type must be ext4, ext3, ext2 or xfs, not '" + *fs_type + "'");
-    }
-    options.default_fs_type = *fs_type;
-    auto nosuid_nodev = config.GetBool(kMountNosuidNodevKey, options.mount_nosuid_nodev);
-    if (!nosuid_nodev.ok()) return nosuid_nodev.status().WithContext("volume group");
-    options.mount_nosuid_nodev = *nosuid_nodev;
-    options.scratch_dir = config.state_dir() + "/volume/scratch";
-
+    CSI_PROXY_ASSIGN_OR_RETURN(VolumeBackendOptions options, ReadKeys(config));
     auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
-    if (!policy.ok()) return policy.status().WithContext("volume group ([host] kubelet_path or working_dirs)");
+    if (!policy.ok()) return policy.status().WithContext("[host] kubelet_path or working_dirs");
     if (policy->roots().empty()) {
-      return FailedPrecondition("volume group: no allowed roots ([host] kubelet_path and working_dirs are empty)");
+      return FailedPrecondition("no allowed roots ([host] kubelet_path and working_dirs are empty)");
     }
-    backend_ = MakeVolumeBackend(*policy, options);
-    service_ = std::make_unique<VolumeService>(*backend_, *policy);
-
-    AddVersionsShapedLikeV1(host, *service_);
-    AddVersionsBeforeV1(host, *service_);
-
+    service_ = std::make_unique<VolumeService>(MakeVolumeBackend(*policy, options), *policy);
+    AddApiVersions(host, *service_);
     sdk::LogInfo("volume group ready; FormatVolume creates " + options.default_fs_type + ", allowed roots " +
                  service_->policy().RootsForMessage());
     return Status::Ok();
   }
 
  private:
-  std::unique_ptr<VolumeBackend> backend_;
-  std::unique_ptr<VolumeService> service_;
+  std::unique_ptr<VolumeService> service_;  // owns the backend; the registered methods call it
 };
 
 }  // namespace
 }  // namespace csi_proxy::volume
 
-CSI_PROXY_PLUGIN(csi_proxy::volume::VolumePlugin, "volume", "0.1.0")
+CSI_PROXY_GROUP_PLUGIN(csi_proxy::volume::VolumePlugin)

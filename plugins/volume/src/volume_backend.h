@@ -3,13 +3,16 @@
 // volume_backend_linux.*.
 #pragma once
 
+#include <algorithm>
 #include <any>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "csi_proxy/status.hpp"
+#include "format_options.h"
 #include "path_policy.h"
 
 namespace csi_proxy::volume {
@@ -41,7 +44,11 @@ class VolumeBackend {
   virtual Status MountVolume(const ResolvedVolume& volume, const common::ConfinedPath& target) = 0;
   virtual Status UnmountVolume(const ResolvedVolume& volume, const common::ConfinedPath& target) = 0;
   virtual StatusOr<bool> IsVolumeFormatted(const ResolvedVolume& volume) = 0;
-  virtual Status FormatVolume(const ResolvedVolume& volume) = 0;
+  // Creates `options.fs_type` (DefaultFilesystem() when empty) with `options.mkfs_options`, which the service
+  // has checked (format_options.h). A volume that already holds that filesystem is left alone.
+  virtual Status FormatVolume(const ResolvedVolume& volume, const FormatOptions& options) = 0;
+  // The filesystem FormatVolume creates when a request names none (the group's default_fs_type).
+  virtual std::string DefaultFilesystem() const = 0;
   // Grows the partition to `size_bytes` (0: as far as the disk allows) and the filesystem to the partition.
   virtual Status ResizeVolume(const ResolvedVolume& volume, int64_t size_bytes) = 0;
   virtual StatusOr<VolumeStats> GetVolumeStats(const ResolvedVolume& volume) = 0;
@@ -53,14 +60,21 @@ class VolumeBackend {
   virtual Status WriteVolumeCache(const ResolvedVolume& volume) = 0;
 };
 
-// Filesystems FormatVolume can create and ResizeVolume can grow on this platform.
-bool IsSupportedFilesystem(const std::string& fs_type);
+// Filesystems FormatVolume can create and ResizeVolume can grow on this platform, the first one the default.
+const std::vector<std::string_view>& SupportedFilesystems();
+inline bool IsSupportedFilesystem(std::string_view fs_type) {
+  const auto& all = SupportedFilesystems();
+  return std::find(all.begin(), all.end(), fs_type) != all.end();
+}
 
 // What the group's configuration sets for the platform's backend.
 struct VolumeBackendOptions {
   std::string default_fs_type = "ext4";  // what FormatVolume creates; IsSupportedFilesystem
   std::string scratch_dir;               // private temporary mount points
-  bool mount_nosuid_nodev = true;        // MountVolume mounts with nosuid,nodev
+  // [host] state_dir: the disk group's offline records are read from <state_dir>/disk/offline, and the mount
+  // points MountVolume made are recorded in <state_dir>/volume/mounts (for the filesystem group's forced Rmdir).
+  std::string state_dir;
+  bool mount_nosuid_nodev = true;  // MountVolume mounts with nosuid,nodev
 };
 
 // The platform's backend (on Linux defined in volume_backend_linux.cc). `policy` confines target paths.

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include "partition_table_linux.h"
 #include "run_program.h"
 #include "text.h"
+#include "unmount_linux.h"
 
 namespace csi_proxy::volume {
 
@@ -115,15 +117,64 @@ std::optional<uint64_t> FilesystemBytes(const std::string& device, const std::st
   return std::nullopt;
 }
 
+// The real path of an open directory, as the mount table shows a mount on it.
+StatusOr<std::string> RealPathOf(int dir_fd) {
+  char buf[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(dir_fd);
+  ssize_t n = readlink(link.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return Internal(ErrnoMessage("readlink " + link, errno));
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// The mkfs argv for `fs_type` with the request's (checked) options. `overwrite`: the volume holds a filesystem that
+// is to go (FormatVolume of a volume mounted where MountVolume mounted it).
+StatusOr<std::vector<std::string>> MkfsArgv(const std::string& mkfs, const std::string& fs_type,
+                                            const FormatOptions& format, const std::string& device, bool overwrite) {
+  std::vector<std::string> argv;
+  if (IsExt(fs_type)) {
+    // -F: a whole-disk volume would otherwise make mke2fs ask for confirmation; nodiscard: quick, like
+    // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively. mke2fs keeps
+    // only its last -E, so a request's extended options are joined to ours.
+    std::string extended = "nodiscard";
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < format.mkfs_options.size(); ++i) {
+      if (format.mkfs_options[i] == "-E" && i + 1 < format.mkfs_options.size()) {
+        const std::string& asked = format.mkfs_options[++i];
+        const bool says_discard = ("," + asked + ",").find(",discard,") != std::string::npos ||
+                                  ("," + asked + ",").find(",nodiscard,") != std::string::npos;
+        extended = says_discard ? asked : extended + "," + asked;
+      } else {
+        rest.push_back(format.mkfs_options[i]);
+      }
+    }
+    argv = {mkfs, "-F", "-q", "-E", extended};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+  } else if (fs_type == "xfs") {
+    // Without -f mkfs.xfs refuses to overwrite anything it recognises: only an in-place format passes it.
+    argv = {mkfs, "-q", "-K"};
+    if (overwrite) argv.push_back("-f");
+    argv.insert(argv.end(), format.mkfs_options.begin(), format.mkfs_options.end());
+  } else {
+    return FailedPrecondition("formatting as " + fs_type + " is not supported");
+  }
+  argv.push_back(device);
+  return argv;
+}
+
 }  // namespace
 
-bool IsSupportedFilesystem(const std::string& fs_type) { return IsExt(fs_type) || fs_type == "xfs"; }
+const std::vector<std::string_view>& SupportedFilesystems() {
+  static const std::vector<std::string_view> kFilesystems = {"ext4", "ext3", "ext2", "xfs"};
+  return kFilesystems;
+}
 
 LinuxVolumeBackend::LinuxVolumeBackend(common::PathPolicy policy, LinuxVolumeOptions options)
     : policy_(std::move(policy)),
       options_(std::move(options)),
       devices_(options_.roots),
-      inventory_(options_.roots, options_.inventory) {}
+      inventory_(options_.roots, options_.inventory),
+      offline_(options_.state_dir, options_.roots),
+      mounts_(options_.state_dir) {}
 
 StatusOr<BlockDevice> LinuxVolumeBackend::Device(const ResolvedVolume& resolved) {
   const auto* device = std::any_cast<BlockDevice>(&resolved.device);
@@ -192,18 +243,38 @@ StatusOr<bool> LinuxVolumeBackend::IsVolumeFormatted(const ResolvedVolume& resol
   return IsFilesystem(sig);
 }
 
-Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved) {
+StatusOr<std::vector<common::MountEntry>> LinuxVolumeBackend::MountsToFormatUnder(
+    const BlockDevice& volume, const std::vector<common::MountEntry>& table) const {
+  const auto mounts = common::MountsOfDevice(table, volume);
+  std::vector<std::string> targets;
+  for (const auto& m : mounts) {
+    CSI_PROXY_ASSIGN_OR_RETURN(bool ours, mounts_.MadeByMountVolume(m));
+    // Only the whole filesystem, once per mount point: a bind mount or a second mount stacked on a recorded
+    // path is someone else's.
+    const bool again = std::find(targets.begin(), targets.end(), m.target) != targets.end();
+    if (!ours || m.root != "/" || again) {
+      return FailedPrecondition("volume " + volume.path + " is in use: " + volume.path + " is mounted at " + m.target +
+                                ", not a mount point MountVolume made; refusing to format it");
+    }
+    targets.push_back(m.target);
+  }
+  return mounts;
+}
+
+Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved, const FormatOptions& format) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
-  const std::string& fs_type = options_.default_fs_type;
+  const std::string fs_type = format.fs_type.empty() ? options_.default_fs_type : format.fs_type;
   const std::string what = "volume " + volume.path;
+  CSI_PROXY_RETURN_IF_ERROR(common::RefuseOfflineDisk(offline_, inventory_, volume, "formatting it"));
   if (!volume.is_partition) {
     auto parts = devices_.PartitionsOf(volume);
     if (parts.ok() && !parts->empty()) {
       return FailedPrecondition(what + " is a disk with partitions; format one of its partitions instead");
     }
   }
-  CSI_PROXY_ASSIGN_OR_RETURN(auto mounts, common::ReadMountTable());
-  if (auto use = devices_.DescribeUse(volume, mounts)) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto table, common::ReadMountTable());
+  CSI_PROXY_RETURN_IF_ERROR(MountsToFormatUnder(volume, table).status());
+  if (auto use = devices_.DescribeUse(volume, {})) {  // without mounts (above): holders and swap
     return FailedPrecondition(what + " is in use: " + *use + "; refusing to format it");
   }
   CSI_PROXY_ASSIGN_OR_RETURN(auto mkfs, common::FindSystemProgram("mkfs." + fs_type));
@@ -212,6 +283,9 @@ Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto disk, devices_.DiskOf(volume));
   auto lock = common::OpenAndLockDisk(disk.path, O_RDONLY, /*exclusive=*/true);
   if (!lock.ok()) return lock.status().WithContext("formatting " + what);
+  CSI_PROXY_ASSIGN_OR_RETURN(table, common::ReadMountTable());
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountsToFormatUnder(volume, table));
+  if (!mounted.empty()) return FormatMountedVolume(volume, fs_type, format, mkfs, mounted);
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (IsFilesystem(sig) && sig.fs_type == fs_type) return Status::Ok();  // a retry after success
   CSI_PROXY_RETURN_IF_ERROR(RefuseOpenVolume(volume));
@@ -219,19 +293,77 @@ Status LinuxVolumeBackend::FormatVolume(const ResolvedVolume& resolved) {
     return FailedPrecondition(what + " already holds " + common::DescribeSignatures(sig) +
                               "; refusing to overwrite it");
   }
-  std::vector<std::string> argv;
-  if (IsExt(fs_type)) {
-    // -F: a whole-disk volume would otherwise make mke2fs ask for confirmation; nodiscard: quick, like
-    // Windows' quick format. mke2fs still refuses a device that is mounted or opened exclusively.
-    argv = {mkfs, "-F", "-q", "-E", "nodiscard", volume.path};
-  } else if (fs_type == "xfs") {
-    argv = {mkfs, "-q", "-K", volume.path};  // no -f: mkfs.xfs refuses to overwrite anything it recognises
-  } else {
-    return FailedPrecondition("formatting as " + fs_type + " is not supported");
-  }
+  CSI_PROXY_ASSIGN_OR_RETURN(auto argv, MkfsArgv(mkfs, fs_type, format, volume.path, /*overwrite=*/false));
   common::ProgramOptions run;
   run.timeout = kMkfsTimeout;
   return common::RunProgramChecked(argv, run).WithContext("formatting " + what + " as " + fs_type);
+}
+
+// Windows formats a mounted volume in place (Format-Volume dismounts it, formats it, and its mount points stay),
+// and sig-storage-local-static-provisioner's v1 cleanup relies on it. Here: the volume's mount points (all made by
+// MountVolume) are unmounted, never lazily, the filesystem is made, and it is mounted again at each with the
+// attributes it had. Called under the volume's lock and the disk's.
+Status LinuxVolumeBackend::FormatMountedVolume(const BlockDevice& volume, const std::string& fs_type,
+                                               const FormatOptions& format, const std::string& mkfs,
+                                               const std::vector<common::MountEntry>& mounts) {
+  const std::string what = "volume " + volume.path;
+  struct Unmounted {
+    std::string mount_point;
+    unsigned int attributes;
+  };
+  std::vector<Unmounted> unmounted;
+  // Mounts the volume (as `mounted_fs`) again wherever it was unmounted; `failure` keeps its own code.
+  auto mount_again = [&](const std::string& mounted_fs, Status failure) {
+    for (const auto& u : unmounted) {
+      Status again = MountAgain(volume, mounted_fs, u.mount_point, u.attributes);
+      if (!again.ok()) {
+        failure = Status(failure.ok() ? again.code() : failure.code(),
+                         (failure.ok() ? "" : failure.message() + "; ") + again.message());
+      }
+    }
+    return failure;
+  };
+
+  for (const auto& m : mounts) {
+    unsigned int attributes = 0;
+    Status done = UnmountMountPoint(
+        m, m.target, what + " is in use at " + QuotePath(m.target) + " (files open?); refusing to format it",
+        &attributes);
+    if (!done.ok()) return mount_again(m.fs_type, done);
+    unmounted.push_back({m.target, attributes});
+  }
+  const std::string old_fs = mounts.front().fs_type;
+  if (Status open = RefuseOpenVolume(volume); !open.ok()) return mount_again(old_fs, open);
+  auto argv = MkfsArgv(mkfs, fs_type, format, volume.path, /*overwrite=*/true);
+  if (!argv.ok()) return mount_again(old_fs, argv.status());
+  common::ProgramOptions run;
+  run.timeout = kMkfsTimeout;
+  Status made = common::RunProgramChecked(*argv, run).WithContext("formatting " + what + " as " + fs_type);
+  if (!made.ok()) {
+    // mkfs may have failed before writing anything (the old filesystem is still there) or after.
+    auto sig = common::ProbeSignatures(volume.path);
+    if (sig.ok() && IsFilesystem(*sig)) return mount_again(sig->fs_type, made);
+    return made.WithContext("the volume stays unmounted from " + QuotePath(mounts.front().target));
+  }
+  return mount_again(fs_type, Status::Ok());
+}
+
+Status LinuxVolumeBackend::MountAgain(const BlockDevice& volume, const std::string& fs_type,
+                                      const std::string& mount_point, unsigned int attributes) {
+  const std::string context = "mounting " + volume.path + " again at " + QuotePath(mount_point);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto target, policy_.Confine(mount_point, "target_path"));
+  auto dir = OpenTarget(target);
+  if (!dir.ok()) return dir.status().WithContext(context);
+  auto where = FindMountOf(dir->get());
+  if (!where.ok()) return where.status().WithContext(context);
+  if (where->is_mount_root) {
+    return FailedPrecondition(context + ": " + where->entry.source + " was mounted there meanwhile");
+  }
+  MountRequest request{volume.path, fs_type};
+  request.attributes = attributes;
+  auto mount = DetachedMount::Create(request);
+  if (!mount.ok()) return mount.status().WithContext(context);
+  return mount->AttachAt(dir->get(), QuotePath(mount_point));
 }
 
 Status LinuxVolumeBackend::RefuseOpenVolume(const BlockDevice& volume) const {
@@ -282,6 +414,7 @@ Status LinuxVolumeBackend::ResizeVolume(const ResolvedVolume& resolved, int64_t 
   // Sizes as the kernel has them now, under the volume's lock (the request resolved the ID before taking it).
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, devices_.DeviceByName(resolved_device.name));
   const std::string what = "volume " + volume.path;
+  CSI_PROXY_RETURN_IF_ERROR(common::RefuseOfflineDisk(offline_, inventory_, volume, "resizing it"));
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (sig.ambivalent || (!sig.fs_type.empty() && !IsFilesystem(sig))) {
     return FailedPrecondition(what + " holds " + common::DescribeSignatures(sig) + "; refusing to resize it");
@@ -493,6 +626,7 @@ StatusOr<uint32_t> LinuxVolumeBackend::GetDiskNumber(const ResolvedVolume& resol
 
 Status LinuxVolumeBackend::MountVolume(const ResolvedVolume& resolved, const common::ConfinedPath& target) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Device(resolved));
+  CSI_PROXY_RETURN_IF_ERROR(common::RefuseOfflineDisk(offline_, inventory_, volume, "mounting it"));
   CSI_PROXY_ASSIGN_OR_RETURN(auto sig, common::ProbeSignatures(volume.path));
   if (!IsFilesystem(sig)) {
     return FailedPrecondition("volume " + volume.path + " is not formatted (it holds " +
@@ -504,14 +638,22 @@ Status LinuxVolumeBackend::MountVolume(const ResolvedVolume& resolved, const com
   if (!S_ISDIR(st.st_mode)) return FailedPrecondition("target_path " + QuotePath(target.path) + " is not a directory");
   CSI_PROXY_ASSIGN_OR_RETURN(auto where, FindMountOf(dir.get()));
   if (where.is_mount_root) {
-    if (common::IsMountOf(where.entry, volume) && where.entry.root == "/") return Status::Ok();  // already there
+    if (common::IsMountOf(where.entry, volume) && where.entry.root == "/") {
+      return mounts_.Record(where.entry.target, volume);  // already there (recorded again, in case it was not)
+    }
     return FailedPrecondition("target_path " + QuotePath(target.path) + " already has " + where.entry.source + " (" +
                               where.entry.fs_type + ") mounted on it");
   }
   CSI_PROXY_RETURN_IF_ERROR(RefuseHostOwnedVolume(volume));
   CSI_PROXY_ASSIGN_OR_RETURN(
       auto mount, DetachedMount::Create(MountRequest{volume.path, sig.fs_type, false, options_.mount_nosuid_nodev}));
-  return mount.AttachAt(dir.get(), QuotePath(target.path));
+  // Recorded before it exists, so that no mount of ours is ever without its record (a crash in between leaves a
+  // record without a mount, which counts for nothing); the filesystem group's forced Rmdir unmounts it then.
+  CSI_PROXY_ASSIGN_OR_RETURN(auto mount_point, RealPathOf(dir.get()));
+  CSI_PROXY_RETURN_IF_ERROR(mounts_.Record(mount_point, volume).WithContext("recording the mount point"));
+  Status attached = mount.AttachAt(dir.get(), QuotePath(target.path));
+  if (!attached.ok()) (void)mounts_.Forget(mount_point);
+  return attached;
 }
 
 Status LinuxVolumeBackend::RefuseHostOwnedVolume(const BlockDevice& volume) const {
@@ -549,29 +691,32 @@ Status LinuxVolumeBackend::UnmountVolume(const ResolvedVolume& resolved, const c
     if (contents.valid()) syncfs(contents.get());  // flush before it goes, like upstream's Write-VolumeCache
   }
   dir->Reset();  // a descriptor inside the mount would keep it busy
+  CSI_PROXY_RETURN_IF_ERROR(UnmountMountPoint(
+      where.entry, target.path, "target_path " + QuotePath(target.path) + " is busy (files open?)", nullptr));
+  return mounts_.Forget(where.entry.target);
+}
 
+Status LinuxVolumeBackend::UnmountMountPoint(const common::MountEntry& mount, const std::string& shown,
+                                             const std::string& when_busy, unsigned int* attributes) {
   // Unmount by the mount point's real location (a symlinked target_path resolves elsewhere within the roots),
   // looked up from a descriptor of its parent and refusing a symlink in the last step.
-  CSI_PROXY_ASSIGN_OR_RETURN(auto real, policy_.Confine(where.entry.target, "target_path"));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto real, policy_.Confine(mount.target, "target_path"));
   CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, real, "target_path"));
   struct statx stx {};
   if (parent.name.empty() ||
       statx(parent.dir.get(), parent.name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) != 0 ||
-      stx.stx_mnt_id != static_cast<uint64_t>(where.entry.id)) {
-    return Status(Code::kAborted, "the mount at " + QuotePath(target.path) + " changed while being unmounted");
+      stx.stx_mnt_id != static_cast<uint64_t>(mount.id)) {
+    return Status(Code::kAborted, "the mount at " + QuotePath(shown) + " changed while being unmounted");
+  }
+  if (attributes != nullptr) {
+    UniqueFd root(openat(parent.dir.get(), parent.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!root.valid()) return Internal(ErrnoMessage("open " + QuotePath(shown), errno));
+    CSI_PROXY_ASSIGN_OR_RETURN(*attributes, MountAttributesOf(root.get()));
   }
   const std::string path = "/proc/self/fd/" + std::to_string(parent.dir.get()) + "/" + parent.name;
-  // A path lookup that passes through the mount at this moment (another call statting mount points, a scan of
-  // /proc) pins it for microseconds and makes umount2 fail with EBUSY: only a mount still busy after a second is.
-  int rc = umount2(path.c_str(), UMOUNT_NOFOLLOW);
-  for (int attempt = 0; rc != 0 && errno == EBUSY && attempt < 50; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    rc = umount2(path.c_str(), UMOUNT_NOFOLLOW);
-  }
-  if (rc != 0) {
-    int err = errno;
-    if (err == EBUSY) return FailedPrecondition("target_path " + QuotePath(target.path) + " is busy (files open?)");
-    return Internal(ErrnoMessage("unmounting " + QuotePath(target.path), err));
+  if (int err = common::UnmountNotLazily(path); err != 0) {
+    if (err == EBUSY) return FailedPrecondition(when_busy);
+    return Internal(ErrnoMessage("unmounting " + QuotePath(shown), err));
   }
   return Status::Ok();
 }
@@ -621,6 +766,7 @@ std::unique_ptr<VolumeBackend> MakeVolumeBackend(common::PathPolicy policy, cons
   linux_options.default_fs_type = options.default_fs_type;
   if (!options.scratch_dir.empty()) linux_options.scratch_dir = options.scratch_dir;
   linux_options.mount_nosuid_nodev = options.mount_nosuid_nodev;
+  linux_options.state_dir = options.state_dir;
   return std::make_unique<LinuxVolumeBackend>(std::move(policy), std::move(linux_options));
 }
 

@@ -1,7 +1,7 @@
 // csi_proxy/log.hpp: the one C++ log level and the log sink a group's service layer and OS backend write to.
 //
 // The service layer and backend of a group are protobuf-free cores that do not know the host: they receive a
-// LogSink. In production it is csi_proxy::sdk::HostLogSink() (plugin.hpp), which writes to the host's log; tests
+// LogSink. In production it is csi_proxy::sdk::HostLogSink() (host_log.hpp), which writes to the host's log; tests
 // pass a collecting lambda. A sink never receives a secret.
 #pragma once
 

@@ -56,6 +56,18 @@
  *              method may change the node) and no descriptors (its services are served but not reflected).
  *              Bits of flags added since, without a new version, as the host ignores unknown bits:
  *              CSI_PROXY_METHOD_NONBLOCKING.
+ *
+ * Written down since, without a new version, as they only say what every version already was:
+ *   - Step 4 in full: a call still running when the host's timeout ends is answered by the host (its handler's
+ *     later complete_call is dropped), and its handler is never interrupted. While a call into a library may
+ *     still be running, the host neither calls api->shutdown() nor unloads the library: a hung handler means no
+ *     shutdown and no unload. The same holds for a group that a configuration reload removes or replaces (its
+ *     old instance stays loaded, without shutdown) and for the host's exit (it exits without shutting the
+ *     library down).
+ *   - The [host] table of csi_proxy_host_api.config_toml holds exactly these keys: kubelet_path (a string),
+ *     working_dirs (an array of strings), state_dir (a string) and group_name (the name of the [groups.<name>]
+ *     table that configured the library, which may differ from the group name the library answers). A library
+ *     must not fail on a key it does not know there: a later host may add keys.
  */
 #ifndef CSI_PROXY_PLUGIN_ABI_H
 #define CSI_PROXY_PLUGIN_ABI_H

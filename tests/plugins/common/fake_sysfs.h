@@ -1,11 +1,13 @@
-// A fabricated sysfs tree with one SCSI disk, for the code paths this machine's kernel cannot exercise (it has
-// no SCSI subsystem): SCSI addresses, VPD pages, the SCSI device state, host scans. The layout copies what the
-// kernel builds under /sys for an sd disk.
+// Fabricated sysfs trees for the code paths this machine's kernel cannot exercise (it has no SCSI, NVMe or virtio
+// disks): one SCSI disk (SCSI addresses, VPD pages, the SCSI device state, host scans), and disks recorded from
+// real ones in the VM lane. The layout copies what the kernel builds under /sys.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "block_device_scan_linux.h"
 #include "temp_dir.h"
@@ -74,6 +76,68 @@ class FakeScsiDisk {
   TempDir dir_;
   std::string scsi_dir_;
   std::string host_scan_;
+  common::BlockDeviceRoots roots_;
+};
+
+// A fabricated sysfs holding disks recorded from real ones (tests/plugins/common/disk_identities/<disk>/, written
+// by tests/vm/record-disk-ids.sh): each disk's block directory with the attributes recorded for it, its device
+// directory (the recorded device/ attributes, a subsystem link and the recorded device link's name, such as the
+// SCSI address 0:0:1:3), and the /sys/block, /sys/class/block and /sys/dev/block links the readers follow.
+class RecordedDisks {
+ public:
+  // The fixture directory of the recorded disk `disk` ("scsi-naa-lun3").
+  static std::string Fixture(const std::string& disk) {
+    return std::string(CSI_PROXY_SOURCE_DIR) + "/tests/plugins/common/disk_identities/" + disk;
+  }
+  static std::string ReadFixture(const std::string& disk, const std::string& file) {
+    std::ifstream in(Fixture(disk) + "/" + file, std::ios::binary);
+    std::string s(std::istreambuf_iterator<char>(in), {});
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+
+  explicit RecordedDisks(const std::vector<std::string>& disks) {
+    namespace fs = std::filesystem;
+    const std::string sys = dir_.Sub("sys");
+    for (const char* d : {"/block", "/class/block", "/dev/block", "/bus"}) fs::create_directories(sys + d);
+    fs::create_directories(dir_.Sub("dev"));
+    for (const auto& disk : disks) {
+      const std::string from = Fixture(disk);
+      const std::string name = ReadFixture(disk, "name");
+      const std::string device_name = ReadFixture(disk, "device-name");
+      const std::string parent = sys + "/devices/" + (device_name.empty() ? "virtual" : "recorded/" + device_name);
+      const std::string block = parent + "/block/" + name;
+      fs::create_directories(block);
+      for (const auto& entry : fs::recursive_directory_iterator(from)) {
+        const std::string rel = fs::relative(entry.path(), from).string();
+        if (!entry.is_regular_file() || rel == "name" || rel == "device-name" || rel == "device-subsystem") continue;
+        const bool of_device = rel.rfind("device/", 0) == 0;
+        const std::string to = of_device ? parent + "/" + rel.substr(7) : block + "/" + rel;
+        fs::create_directories(fs::path(to).parent_path());
+        fs::copy_file(entry.path(), to, fs::copy_options::overwrite_existing);  // namespaces share a controller
+      }
+      if (!device_name.empty()) {
+        const std::string subsystem = sys + "/bus/" + ReadFixture(disk, "device-subsystem");
+        fs::create_directories(subsystem);
+        if (!fs::is_symlink(parent + "/subsystem"))
+          fs::create_symlink(fs::relative(subsystem, parent), parent + "/subsystem");
+        fs::create_symlink("../../../" + device_name, block + "/device");
+      }
+      const std::string devno = ReadFixture(disk, "dev");
+      std::ofstream(block + "/uevent") << "DEVNAME=" << name << "\nDEVTYPE=disk\n";
+      fs::create_symlink(fs::relative(block, sys + "/block"), sys + "/block/" + name);
+      fs::create_symlink(fs::relative(block, sys + "/class/block"), sys + "/class/block/" + name);
+      fs::create_symlink(fs::relative(block, sys + "/dev/block"), sys + "/dev/block/" + devno);
+      std::ofstream(dir_.Sub("dev") + "/" + name) << "";  // stands in for the device node
+    }
+    roots_.sys = sys;
+    roots_.dev = dir_.Sub("dev");
+  }
+
+  const common::BlockDeviceRoots& roots() const { return roots_; }
+
+ private:
+  TempDir dir_;
   common::BlockDeviceRoots roots_;
 };
 

@@ -121,6 +121,16 @@ class LoopDevice {
     return data;
   }
 
+  // Reads raw bytes from the backing file, beneath the loop device and its caches.
+  std::string ReadBackingFile(uint64_t offset, size_t length) {
+    std::ifstream in(backing_, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(offset));
+    std::string data(length, '\0');
+    in.read(data.data(), static_cast<std::streamsize>(length));
+    return data.substr(0, static_cast<size_t>(in.gcount()));
+  }
+  const std::string& backing_file() const { return backing_; }
+
   // Writes raw bytes to the device at `offset` (e.g. to plant a signature).
   void WriteAt(uint64_t offset, const std::string& data) {
     if (pwrite(fd_, data.data(), data.size(), static_cast<off_t>(offset)) != static_cast<ssize_t>(data.size())) {

@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <thread>
@@ -47,8 +48,11 @@ class DiskServiceTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.message();
   }
 
-  LinuxDiskBackend backend_;
-  DiskService service_{backend_};
+  // A backend as the disk group builds it, with its [host] state_dir in a private directory.
+  LinuxDiskOptions Options() const { return LinuxDiskOptions{.state_dir = state_.path()}; }
+
+  TempDir state_;
+  DiskService service_{std::make_unique<LinuxDiskBackend>(Options())};
   common::BlockDevices devices_;
 };
 
@@ -207,13 +211,77 @@ TEST_F(DiskServiceTest, RescanRestoresPartitionsTheKernelForgot) {
   EXPECT_EQ(parts[0].partition_number, 1u);
 }
 
-TEST_F(DiskServiceTest, ALoopDeviceIsOnlineAndCannotBeTakenOffline) {
+// Issue 22: GCE PD, EBS and vSphere end every unstage with SetDiskState(offline), on NVMe, virtio and loop disks
+// too. The kernel has no offline state for those, so the host keeps it.
+TEST_F(DiskServiceTest, ALoopDiskGoesOfflineAndOnlineAndTheStateSurvivesARestart) {
   LoopDevice loop(64 * kMiB);
-  auto online = service_.GetDiskState(loop.DiskNumber());
-  ASSERT_TRUE(online.ok());
-  EXPECT_TRUE(*online);
-  EXPECT_TRUE(service_.SetDiskState(loop.DiskNumber(), true).ok());
+  EXPECT_TRUE(*service_.GetDiskState(loop.DiskNumber()));
+  EXPECT_TRUE(service_.SetDiskState(loop.DiskNumber(), true).ok()) << "online already: nothing to do";
+
   auto status = service_.SetDiskState(loop.DiskNumber(), false);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_FALSE(*service_.GetDiskState(loop.DiskNumber()));
+  EXPECT_TRUE(service_.SetDiskState(loop.DiskNumber(), false).ok()) << "offline already: nothing to do";
+  {
+    DiskService restarted(std::make_unique<LinuxDiskBackend>(Options()));  // the next run of the proxy
+    EXPECT_FALSE(*restarted.GetDiskState(loop.DiskNumber()));
+  }
+  DiskService without_state(std::make_unique<LinuxDiskBackend>());  // another state_dir knows nothing of it
+  EXPECT_TRUE(*without_state.GetDiskState(loop.DiskNumber()));
+
+  status = service_.SetDiskState(loop.DiskNumber(), true);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(*service_.GetDiskState(loop.DiskNumber()));
+  DiskService restarted(std::make_unique<LinuxDiskBackend>(Options()));
+  EXPECT_TRUE(*restarted.GetDiskState(loop.DiskNumber()));
+}
+
+TEST_F(DiskServiceTest, TakingADiskOfflineWritesItsCachedDataToTheDevice) {
+  LoopDevice loop(64 * kMiB);
+  {
+    common::UniqueFd fd(open(loop.path().c_str(), O_WRONLY | O_CLOEXEC));  // through the page cache, no fsync
+    const std::string data = "written before going offline";
+    ASSERT_EQ(pwrite(fd.get(), data.data(), data.size(), 4096), static_cast<ssize_t>(data.size()));
+  }
+  ASSERT_TRUE(service_.SetDiskState(loop.DiskNumber(), false).ok());
+  EXPECT_EQ(loop.ReadBackingFile(4096, 28), "written before going offline");
+}
+
+TEST_F(DiskServiceTest, AnOfflineDiskIsNotPartitionedButAPartitionedOneNeedsNothing) {
+  LoopDevice raw(64 * kMiB);
+  ASSERT_TRUE(service_.SetDiskState(raw.DiskNumber(), false).ok());
+  auto status = service_.PartitionDisk(raw.DiskNumber());
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("offline (taken offline with SetDiskState)"), std::string::npos) << status.message();
+  EXPECT_TRUE(KernelPartitions(raw).empty());
+  EXPECT_EQ(raw.ReadAt(512, 8), std::string(8, '\0')) << "no GPT header was written";
+  ASSERT_TRUE(service_.SetDiskState(raw.DiskNumber(), true).ok());
+  ASSERT_TRUE(service_.PartitionDisk(raw.DiskNumber()).ok());
+  EXPECT_EQ(KernelPartitions(raw).size(), 1u);
+
+  // GCE, EBS and vSphere call PartitionDisk before SetDiskState(online) when they stage a disk again.
+  ASSERT_TRUE(service_.SetDiskState(raw.DiskNumber(), false).ok());
+  status = service_.PartitionDisk(raw.DiskNumber());
+  EXPECT_TRUE(status.ok()) << status.message();
+}
+
+TEST_F(DiskServiceTest, ADiskInUseCannotGoOffline) {
+  LoopDevice loop(64 * kMiB);
+  ASSERT_TRUE(service_.PartitionDisk(loop.DiskNumber()).ok());
+  MakeFilesystem(loop.PartitionPath(1));
+  TempDir mnt;
+  ASSERT_EQ(mount(loop.PartitionPath(1).c_str(), mnt.path().c_str(), "ext4", 0, nullptr), 0) << strerror(errno);
+  auto status = service_.SetDiskState(loop.DiskNumber(), false);
+  umount2(mnt.path().c_str(), MNT_DETACH);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("is mounted at"), std::string::npos) << status.message();
+  EXPECT_TRUE(*service_.GetDiskState(loop.DiskNumber()));
+}
+
+TEST_F(DiskServiceTest, WithoutAStateDirOnlyDisksWithAKernelStateGoOffline) {
+  LoopDevice loop(64 * kMiB);
+  DiskService without_state(std::make_unique<LinuxDiskBackend>());
+  auto status = without_state.SetDiskState(loop.DiskNumber(), false);
   EXPECT_EQ(status.code(), Code::kFailedPrecondition);
   EXPECT_NE(status.message().find("loop device"), std::string::npos) << status.message();
   EXPECT_TRUE(*service_.GetDiskState(loop.DiskNumber()));
@@ -235,14 +303,15 @@ TEST_F(DiskServiceTest, ListDiskIdsListsLoopDisksWithoutIdentifiersAndLocationsL
 
 class FakeScsiDiskTest : public ::testing::Test {
  protected:
+  TempDir state_;  // first: the backend below keeps its state here
   FakeScsiDiskTest()
       : fake_("sdz", "7:0:3:12", 4242, testing::VpdPage(0x83, testing::Designator(2, 0, 1, "LIO-ORG disk42  ")),
               testing::VpdPage(0x80, "abc-123")),
-        backend_(LinuxDiskOptions{.roots = fake_.roots()}) {}
+        service_(
+            std::make_unique<LinuxDiskBackend>(LinuxDiskOptions{.state_dir = state_.path(), .roots = fake_.roots()})) {}
 
   testing::FakeScsiDisk fake_;
-  LinuxDiskBackend backend_;
-  DiskService service_{backend_};
+  DiskService service_;
 };
 
 TEST_F(FakeScsiDiskTest, ListDiskLocationsGivesAdapterBusTargetLun) {
@@ -272,6 +341,7 @@ TEST_F(FakeScsiDiskTest, SetDiskStateWritesTheScsiDeviceState) {
   ASSERT_TRUE(service_.SetDiskState(4242, false).ok());
   EXPECT_EQ(fake_.State(), "offline");
   EXPECT_FALSE(*service_.GetDiskState(4242));
+  EXPECT_TRUE(std::filesystem::is_empty(state_.path())) << "the kernel keeps a SCSI disk's state, not the host";
   ASSERT_TRUE(service_.SetDiskState(4242, false).ok());  // already offline
   ASSERT_TRUE(service_.SetDiskState(4242, true).ok());
   EXPECT_EQ(fake_.State(), "running");

@@ -6,12 +6,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <atomic>
+#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "file_tree.h"
+#include "smb_mapping_users_linux.h"
 #include "temp_dir.h"
+#include "volume_mounts_linux.h"
 
 namespace csi_proxy::filesystem {
 namespace {
@@ -31,7 +37,7 @@ namespace fs = std::filesystem;
 // sandbox/smb-mounts is a link target dir.
 class FilesystemServiceTest : public ::testing::Test {
  protected:
-  FilesystemServiceTest() : service_(MakePolicy()) {
+  FilesystemServiceTest() : service_(MakeFilesystemBackend(MakePolicy(), {}), MakePolicy()) {
     fs::create_directories(kubelet_);
     fs::create_directories(work_);
     fs::create_directories(evil_);
@@ -481,10 +487,121 @@ TEST_F(FilesystemServiceMountTest, BindMountOfTheSameFilesystemIsNotEnteredEithe
   EXPECT_EQ(OutsideState(), before);
 }
 
+// ---- issue 22: a forced Rmdir removes a mount point MountVolume made, as Windows removes a volume mount point ----
+
+class FilesystemServiceRecordedMountTest : public FilesystemServiceMountTest {
+ protected:
+  // The volume group's record of a mount point MountVolume made (plugins/common/volume_mounts_linux.h), written
+  // here for the test's tmpfs, as the volume group writes it for a volume: the mount point and its device.
+  void RecordAsMountVolumes(const std::string& mount_point) {
+    struct stat st {};
+    ASSERT_EQ(stat(mount_point.c_str(), &st), 0);
+    common::BlockDevice device;
+    device.path = "csi-proxy-test";  // the tmpfs's source
+    device.devno = st.st_dev;
+    ASSERT_TRUE(common::VolumeMounts(state_.path()).Record(mount_point, device).ok());
+  }
+  static bool IsMountPoint(const std::string& path) {
+    struct statx stx {};
+    return statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, 0, &stx) == 0 &&
+           (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+  }
+
+  TempDir state_;
+  FilesystemService with_records_{MakeFilesystemBackend(MakePolicy(), FilesystemOptions{.state_dir = state_.path()}),
+                                  MakePolicy()};
+};
+
+TEST_F(FilesystemServiceRecordedMountTest, ForcedRmdirOfAMountPointMountVolumeMadeUnmountsAndRemovesIt) {
+  RecordAsMountVolumes(mount_point_);
+  auto s = with_records_.Rmdir(mount_point_, true);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(Lexists(mount_point_));
+  EXPECT_FALSE(IsMountPoint(mount_point_));
+  EXPECT_FALSE(common::VolumeMounts(state_.path()).MadeByMountVolume(common::MountEntry{}).value());
+}
+
+TEST_F(FilesystemServiceRecordedMountTest, ForcedRmdirOfAPodDirectoryUnmountsTheMountVolumeMountsBelowIt) {
+  RecordAsMountVolumes(mount_point_);
+  ASSERT_TRUE(with_records_.Rmdir(pod_, true).ok());
+  EXPECT_FALSE(Lexists(pod_));
+}
+
+TEST_F(FilesystemServiceRecordedMountTest, AnyOtherMountStaysRefused) {
+  // The record names another device: whatever is mounted there now is not what MountVolume mounted.
+  common::BlockDevice other;
+  other.path = "/dev/other";
+  other.devno = makedev(240, 4242);
+  ASSERT_TRUE(common::VolumeMounts(state_.path()).Record(mount_point_, other).ok());
+  auto volume_before = Snapshot(mount_point_);
+  auto s = with_records_.Rmdir(mount_point_, true);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("is a mount point"));
+  EXPECT_EQ(Snapshot(mount_point_), volume_before);
+  // Without the volume group's records (no state_dir) nothing is recognised at all.
+  RecordAsMountVolumes(mount_point_);
+  EXPECT_EQ(service_.Rmdir(mount_point_, true).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(IsMountPoint(mount_point_));
+}
+
+TEST_F(FilesystemServiceRecordedMountTest, AMountVolumeMountWithOpenFilesStaysAndTheCallSaysItIsBusy) {
+  RecordAsMountVolumes(mount_point_);
+  std::ifstream open_file(mount_point_ + "/volume-data.txt");
+  auto s = with_records_.Rmdir(mount_point_, true);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("busy"));
+  EXPECT_EQ(ReadFile(mount_point_ + "/volume-data.txt"), "precious");
+}
+
 TEST_F(FilesystemServiceMountTest, ForcedRmdirSucceedsOnceTheVolumeIsUnmounted) {
   volume_.reset();
   ASSERT_TRUE(service_.Rmdir(pod_, true).ok());
   EXPECT_FALSE(Lexists(pod_));
+}
+
+// ---- issue 22: removing the last local_path link of an SMB mapping unmaps it ----
+
+// The SMB group's records of two local_path links to one mapping (plugins/common/smb_mapping_users_linux.h),
+// written here as the SMB group writes them. The mapping's mount point is an empty directory with nothing mounted:
+// this machine has no cifs (the real mounts run in the VM lane); unmapping one that is not mounted removes it.
+class FilesystemServiceSmbLinkTest : public FilesystemServiceTest {
+ protected:
+  void SetUp() override {
+    fs::create_directories(mount_point_);
+    fs::create_directories(kubelet_ + "/stage");
+    common::SmbMappingUsers users(state_.path(), MakePolicy());
+    for (const std::string pvc : {"pvc-1", "pvc-2"}) {
+      fs::create_directory_symlink(mount_point_ + "/" + pvc, kubelet_ + "/stage/" + pvc);
+      ASSERT_TRUE(
+          users.AddLink(kubelet_ + "/stage/" + pvc, mount_point_ + "/" + pvc, {"//server/share", mount_point_}).ok());
+    }
+  }
+
+  TempDir state_;
+  std::string mount_point_ = smb_ + "/server/share";
+  FilesystemService with_records_{MakeFilesystemBackend(MakePolicy(), FilesystemOptions{.state_dir = state_.path()}),
+                                  MakePolicy()};
+};
+
+TEST_F(FilesystemServiceSmbLinkTest, RemovingOneLinkKeepsTheMappingAndRemovingTheLastUnmapsIt) {
+  ASSERT_TRUE(with_records_.Rmdir(kubelet_ + "/stage/pvc-1", true).ok());
+  EXPECT_FALSE(Lexists(kubelet_ + "/stage/pvc-1"));
+  EXPECT_TRUE(IsDirNoFollow(mount_point_)) << "pvc-2's link still uses the mapping";
+  ASSERT_TRUE(with_records_.Rmdir(kubelet_ + "/stage/pvc-2", false).ok());
+  EXPECT_FALSE(Lexists(mount_point_)) << "the last link is gone: the mapping is removed";
+}
+
+TEST_F(FilesystemServiceSmbLinkTest, RemovingATreeThatHoldsTheLinksUnmapsTheMapping) {
+  ASSERT_TRUE(with_records_.Rmdir(kubelet_ + "/stage", true).ok());
+  EXPECT_FALSE(Lexists(mount_point_));
+}
+
+TEST_F(FilesystemServiceSmbLinkTest, ALinkReplacedByAnythingElseNoLongerCounts) {
+  fs::remove(kubelet_ + "/stage/pvc-2");
+  fs::create_directory_symlink(kubelet_, kubelet_ + "/stage/pvc-2");  // another link now: not the mapping's user
+  ASSERT_TRUE(with_records_.Rmdir(kubelet_ + "/stage/pvc-1", true).ok());
+  EXPECT_FALSE(Lexists(mount_point_));
+  EXPECT_TRUE(Lexists(kubelet_ + "/stage/pvc-2"));
 }
 
 // ---- locking ----

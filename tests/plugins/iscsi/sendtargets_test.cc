@@ -1,5 +1,5 @@
 // SendTargets discovery against a real iSCSI target (tgtd on loopback).
-#include "sendtargets_client.h"
+#include "sendtargets_client_linux.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

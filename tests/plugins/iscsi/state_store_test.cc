@@ -1,7 +1,7 @@
 // The iSCSI state directory: registered portals and the mutual CHAP secret survive a restart, are written
 // atomically with private permissions (a process killed in the middle of a write leaves the old or the new file),
 // and a broken state file is reported, not ignored.
-#include "state_store.h"
+#include "state_store_linux.h"
 
 #include <dirent.h>
 #include <signal.h>

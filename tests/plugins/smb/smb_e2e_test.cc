@@ -155,7 +155,11 @@ TEST_F(SmbEndToEnd, MetacharactersInAnyFieldAreRefusedAndNothingRuns) {
 TEST_F(SmbEndToEnd, ABadGroupKeyRefusesTheGroupWithAClearMessage) {
   HostProcess host("[groups.smb]\nrequired = true\nmount_helper = \"relative/helper\"\n");
   EXPECT_FALSE(host.Start({kV1}, std::chrono::seconds(10)));
-  EXPECT_NE(host.log().find("mount_helper must be an absolute path"), std::string::npos) << host.log();
+  // The key's file and line, and what it must be.
+  EXPECT_NE(host.log().find(host.config_path() + ":"), std::string::npos) << host.log();
+  EXPECT_NE(host.log().find(": groups.smb.mount_helper: group key 'mount_helper' must be an absolute path"),
+            std::string::npos)
+      << host.log();
 }
 
 TEST_F(SmbEndToEnd, AnUnknownGroupKeyRefusesTheGroup) {
@@ -179,6 +183,9 @@ TEST_F(SmbEndToEnd, MapWriteReadUnmapAgainstARealSambaShare) {
   EXPECT_EQ(ReadFile(server->share_dir() + "/hello.txt"), "through the proxy");
   auto listing = server->Smbclient("ls hello.txt", server->username(), server->password());
   EXPECT_EQ(listing.exit_code, 0) << listing.output;
+  ASSERT_TRUE(Remove(remote).ok());
+  EXPECT_FALSE(ListTree(mount_root()).empty()) << "the pod's link still uses the mapping: it stays";
+  fs::remove(local);
   ASSERT_TRUE(Remove(remote).ok());
   EXPECT_TRUE(ListTree(mount_root()).empty());
   EXPECT_EQ(host_->log().find(server->password()), std::string::npos);

@@ -113,6 +113,9 @@ class SmbRealShare : public ::testing::Test {
     ExpectPasswordNowhere(server_->password());
 
     ASSERT_TRUE(Remove(Remote()).ok());
+    EXPECT_TRUE(Mounted()) << "the pod's link still uses the mapping: it stays";
+    fs::remove(local);
+    ASSERT_TRUE(Remove(Remote()).ok());
     EXPECT_FALSE(Mounted());
     EXPECT_TRUE(ListTree(mount_root()).empty());
     EXPECT_TRUE(Remove(Remote()).ok()) << "removing again is success";

@@ -84,6 +84,7 @@ class SmbServiceTest : public ::testing::Test {
   void MakeService(const std::string& helper, bool cifs_ok, bool require_privacy = true, uint16_t port = 445) {
     LinuxSmbOptions options;
     options.mount_root = mount_root_;
+    options.state_dir = root_ + "/state";
     options.mount_helper = helper;
     options.require_privacy = require_privacy;
     options.port = port;
@@ -313,10 +314,20 @@ TEST_F(SmbServiceTest, MapWriteReadUnmapAgainstARealSambaShare) {
   // So does the same call again, link included.
   ASSERT_TRUE(service_->NewSmbGlobalMapping(remote + "\\pvc-1", local, server->username(), server->password()).ok());
 
+  // The pod's link still uses the mapping: removing it answers OK and the mapping stays (issue 22: Trident
+  // removes mappings unconditionally, also while another volume uses the share).
+  ASSERT_TRUE(service_->RemoveSmbGlobalMapping(remote).ok());
+  EXPECT_TRUE(IsMounted(mount_point));
+  EXPECT_NE(Log().find("the mapping of //127.0.0.1/" + server->share_name() +
+                       " stays: it is still used by 1 local_path link"),
+            std::string::npos)
+      << Log();
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(local)));  // upstream leaves the link
+
+  fs::remove(local);  // the link goes (a Rmdir of the filesystem group, which also unmaps; here only the link)
   ASSERT_TRUE(service_->RemoveSmbGlobalMapping(remote).ok());
   EXPECT_FALSE(IsMounted(mount_point));
   EXPECT_TRUE(testing::ListTree(mount_root_).empty());
-  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(local)));  // upstream leaves the link
   EXPECT_TRUE(service_->RemoveSmbGlobalMapping(remote).ok());
 }
 

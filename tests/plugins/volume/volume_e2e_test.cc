@@ -334,6 +334,69 @@ TEST_F(VolumeEndToEnd, UpstreamNegativeCases) {
   }
 }
 
+// Issue 22: FormatVolume's own fields (fs_type = 2, format_options = 3), appended to v1's and v2alpha1's request,
+// reach mkfs; a refused option is named in the answer.
+TEST_F(VolumeEndToEnd, FormatOptionsTravelInTheFieldsAppendedToV1AndV2alpha1) {
+  LoopDevice first(128 * kMiB), second(128 * kMiB);
+  ASSERT_TRUE(PartitionDisk(first.DiskNumber()).ok());
+  ASSERT_TRUE(PartitionDisk(second.DiskNumber()).ok());
+
+  v1::FormatVolumeRequest v1_req;
+  v1_req.set_volume_id(first.PartitionPath(1));
+  v1_req.set_fs_type("ext4");
+  for (const char* item : {"-L", "from-v1", "-i", "65536"}) v1_req.add_format_options(item);
+  v1::FormatVolumeResponse v1_resp;
+  auto status = Call(v1_.channel, "/v1.Volume/FormatVolume", v1_req, &v1_resp, std::chrono::minutes(5));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(common::ProbeSignatures(first.PartitionPath(1))->label, "from-v1");
+
+  v2alpha1::FormatVolumeRequest v2_req;
+  v2_req.set_volume_id(second.PartitionPath(1));
+  for (const char* item : {"-d", "/etc"}) v2_req.add_format_options(item);
+  v2alpha1::FormatVolumeResponse v2_resp;
+  status = Call(v2_.channel, "/v2alpha1.Volume/FormatVolume", v2_req, &v2_resp);
+  EXPECT_EQ(status.error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("mkfs option \"-d\" is not allowed"), std::string::npos)
+      << status.error_message();
+  EXPECT_TRUE(common::ProbeSignatures(second.PartitionPath(1))->fs_type.empty());
+}
+
+// Issue 22: azuredisk ends every stage with ResizeVolume{volume_id: "<disk number>"}; every version that has
+// ResizeVolume takes the number of a disk with one volume.
+TEST_F(VolumeEndToEnd, EveryVersionResizesTheOneVolumeOfADiskNamedByItsNumber) {
+  LoopDevice loop(128 * kMiB);
+  ASSERT_TRUE(PartitionDisk(loop.DiskNumber()).ok());
+  const std::string id = loop.PartitionPath(1);
+  ASSERT_TRUE(v1_.Format(id).ok());
+  const std::string number = std::to_string(loop.DiskNumber());
+  uint64_t size = 128 * kMiB;
+  auto grow = [&] {
+    size += 64 * kMiB;
+    loop.Grow(size);
+    ASSERT_TRUE(Rescan().ok());
+  };
+#define CSI_PROXY_RESIZE_BY_NUMBER(ns, size_field)                                                                \
+  {                                                                                                               \
+    SCOPED_TRACE(#ns);                                                                                            \
+    grow();                                                                                                       \
+    ns::ResizeVolumeRequest req;                                                                                  \
+    req.set_volume_id(number);                                                                                    \
+    req.set_##size_field(0);                                                                                      \
+    ns::ResizeVolumeResponse resp;                                                                                \
+    auto status = Call(Dial(host_.endpoint("csi-proxy-volume-" #ns)), "/" #ns ".Volume/ResizeVolume", req, &resp, \
+                       std::chrono::minutes(5));                                                                  \
+    ASSERT_TRUE(status.ok()) << status.error_message();                                                           \
+    EXPECT_GE(PartitionSize(id), size - 2 * kMiB);                                                                \
+  }
+  CSI_PROXY_RESIZE_BY_NUMBER(v1, size_bytes)
+  CSI_PROXY_RESIZE_BY_NUMBER(v2alpha1, size_bytes)
+  CSI_PROXY_RESIZE_BY_NUMBER(v1beta3, size_bytes)
+  CSI_PROXY_RESIZE_BY_NUMBER(v1beta2, size)
+  CSI_PROXY_RESIZE_BY_NUMBER(v1beta1, size)
+  CSI_PROXY_RESIZE_BY_NUMBER(v1alpha1, size)
+#undef CSI_PROXY_RESIZE_BY_NUMBER
+}
+
 TEST_F(VolumeEndToEnd, FormatVolumeOfARegularFileIsRefusedAndTheFileIsUntouched) {
   const std::string file = dir_.Sub("passwd-copy");
   std::filesystem::copy_file("/etc/passwd", file);
@@ -353,9 +416,24 @@ TEST_F(VolumeEndToEnd, RefusalsKeepData) {
   ASSERT_TRUE(v1_.Mount(id, mnt).ok());
   std::ofstream(mnt + "/precious.txt") << "keep me";
 
-  auto status = v1_.Format(id);  // mounted: refused (even though it is already ext4, mounted comes first)
-  EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION);
-  EXPECT_NE(status.error_message().find("mounted at"), std::string::npos) << status.error_message();
+  {
+    // Mounted where MountVolume mounted it, but busy (a pod has a file open): never unmounted, so not formatted.
+    std::ifstream in_use(mnt + "/precious.txt");
+    auto status = v1_.Format(id);
+    EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION);
+    EXPECT_NE(status.error_message().find("is in use at"), std::string::npos) << status.error_message();
+  }
+  {
+    // Mounted somewhere else too (a bind mount the volume group did not make): not the group's to unmount.
+    const std::string bound = dir_.MakeDir("kubelet/bound");
+    ASSERT_EQ(mount(mnt.c_str(), bound.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+    auto status = v1_.Format(id);
+    EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION);
+    EXPECT_NE(status.error_message().find("is mounted at " + bound + ", not a mount point MountVolume made"),
+              std::string::npos)
+        << status.error_message();
+    ASSERT_EQ(umount2(bound.c_str(), 0), 0) << strerror(errno);
+  }
   EXPECT_EQ(v1_.Mount(id, kubelet_ + "/../escape").error_code(), Code::INVALID_ARGUMENT);
   EXPECT_EQ(v1_.Mount(id, "/etc").error_code(), Code::PERMISSION_DENIED);
   EXPECT_EQ(v1_.Resize(id, 64 * kMiB).error_code(), Code::FAILED_PRECONDITION) << "smaller than now: never shrinks";

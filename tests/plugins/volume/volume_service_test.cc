@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -27,14 +28,17 @@
 #include <vector>
 
 #include "block_device_scan_linux.h"
+#include "block_inventory_linux.h"
 #include "block_probe_linux.h"
 #include "disk_backend_linux.h"
+#include "disk_offline_linux.h"
 #include "disk_service.h"
 #include "fake_sysfs.h"
 #include "loop_device.h"
 #include "path_policy.h"
 #include "run_program.h"
 #include "volume_backend_linux.h"
+#include "volume_mounts_linux.h"
 
 namespace csi_proxy::volume {
 namespace {
@@ -65,9 +69,11 @@ class VolumeServiceTest : public ::testing::Test {
     auto policy = common::PathPolicy::Create(kubelet_, {});
     ASSERT_TRUE(policy.ok()) << policy.status().message();
     service_.reset();
-    backend_ = std::make_unique<LinuxVolumeBackend>(
-        *policy, LinuxVolumeOptions{.default_fs_type = fs_type, .scratch_dir = dir_.Sub("scratch")});
-    service_ = std::make_unique<VolumeService>(*backend_, *policy);
+    service_ = std::make_unique<VolumeService>(
+        std::make_unique<LinuxVolumeBackend>(*policy, LinuxVolumeOptions{.default_fs_type = fs_type,
+                                                                         .scratch_dir = dir_.Sub("scratch"),
+                                                                         .state_dir = dir_.Sub("state")}),
+        *policy);
   }
 
   // A loop disk partitioned through the disk service; returns the volume ID of its partition.
@@ -106,9 +112,8 @@ class VolumeServiceTest : public ::testing::Test {
 
   TempDir dir_;
   std::string kubelet_;
-  disk::LinuxDiskBackend disk_backend_;
-  disk::DiskService disks_{disk_backend_};
-  std::unique_ptr<LinuxVolumeBackend> backend_;
+  disk::DiskService disks_{std::make_unique<disk::LinuxDiskBackend>(
+      disk::LinuxDiskOptions{.state_dir = dir_.Sub("state")})};  // shares state_dir
   std::unique_ptr<VolumeService> service_;
 };
 
@@ -317,6 +322,48 @@ TEST_F(VolumeServiceTest, ResizeToASmallerSizeIsRefusedAndGrowingToTheCurrentSiz
   EXPECT_TRUE(*service_->IsVolumeFormatted(id));
 }
 
+// Issue 22: azuredisk ends every stage with ResizeVolume{volume_id: "<disk number>", size_bytes: 0}.
+TEST_F(VolumeServiceTest, ResizeVolumeTakesTheNumberOfADiskWithOneVolume) {
+  LoopDevice loop(256 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  auto before = service_->GetVolumeStats(id);
+  ASSERT_TRUE(before.ok());
+  loop.Grow(512 * kMiB);
+  ASSERT_TRUE(disks_.Rescan().ok());
+
+  auto status = service_->ResizeVolume(std::to_string(loop.DiskNumber()), 0);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_GE(PartitionSize(id), 512 * kMiB - 2 * kMiB);
+  auto after = service_->GetVolumeStats(id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_GT(after->total_bytes, before->total_bytes);
+  status = service_->ResizeVolume(std::to_string(loop.DiskNumber()), 0);
+  EXPECT_TRUE(status.ok()) << "nothing left to grow: " << status.message();
+}
+
+TEST_F(VolumeServiceTest, ResizeVolumeRefusesTheNumberOfADiskWithoutExactlyOneVolume) {
+  const std::string sfdisk = testing::SystemProgram("sfdisk");
+  if (sfdisk.empty()) GTEST_SKIP() << "needs sfdisk (fdisk) to write two partitions";
+  LoopDevice two(128 * kMiB);
+  common::ProgramOptions input;
+  input.stdin_data = "label: gpt\n,32M\n,\n";
+  ASSERT_TRUE(common::RunProgramChecked({sfdisk, "-q", two.path()}, input).ok());
+  ASSERT_TRUE(disks_.Rescan().ok());
+  auto status = service_->ResizeVolume(std::to_string(two.DiskNumber()), 0);
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("has 2 volumes (" + two.PartitionPath(1) + ", " + two.PartitionPath(2) + ")"),
+            std::string::npos)
+      << status.message();
+
+  LoopDevice raw(64 * kMiB);
+  status = service_->ResizeVolume(std::to_string(raw.DiskNumber()), 0);
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("has 0 volumes"), std::string::npos) << status.message();
+
+  EXPECT_EQ(service_->ResizeVolume("4294967295", 0).code(), Code::kNotFound);
+  EXPECT_EQ(service_->ResizeVolume("-1", 0).code(), Code::kInvalidArgument);
+}
+
 TEST_F(VolumeServiceTest, ResizeBeyondTheDiskIsOutOfRangeAndNegativeIsInvalid) {
   LoopDevice loop(128 * kMiB);
   const std::string id = FormattedVolume(loop);
@@ -352,17 +399,149 @@ TEST_F(VolumeServiceTest, UpstreamNegativeCasesFail) {
   EXPECT_EQ(service_->GetClosestVolumeIdFromTargetPath("").status().code(), Code::kInvalidArgument);
 }
 
-TEST_F(VolumeServiceTest, FormatVolumeRefusesAMountedVolumeAndItsFilesSurvive) {
+// Windows formats a mounted volume in place (Format-Volume dismounts it, formats it, and its mount points stay);
+// sig-storage-local-static-provisioner's v1 cleanup relies on it. A volume mounted only where MountVolume mounted it
+// is formatted so: its files are gone, and each mount point mounts it again with the attributes it had.
+TEST_F(VolumeServiceTest, FormatVolumeOfAVolumeMountedOnlyWhereMountVolumeMountedItFormatsItInPlace) {
   LoopDevice loop(128 * kMiB);
   const std::string id = FormattedVolume(loop);
-  const std::string mnt = dir_.MakeDir("kubelet/busy");
+  const std::string staging = dir_.MakeDir("kubelet/staging"), publish = dir_.MakeDir("kubelet/publish");
+  ASSERT_TRUE(service_->MountVolume(id, staging).ok());
+  ASSERT_TRUE(service_->MountVolume(id, publish).ok());
+  // An attribute MountVolume never sets: the mount point keeps what it had, not what the group's keys say.
+  ASSERT_EQ(mount(nullptr, publish.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr),
+            0)
+      << strerror(errno);
+  std::ofstream(staging + "/released.txt") << "the last tenant's data";
+  const auto before = common::ProbeSignatures(id);
+  ASSERT_TRUE(before.ok());
+
+  auto status = service_->FormatVolume(id);
+  ASSERT_TRUE(status.ok()) << status.message();
+
+  const auto after = common::ProbeSignatures(id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->fs_type, "ext4");
+  EXPECT_NE(after->uuid, before->uuid) << "a new filesystem";
+  EXPECT_FALSE(std::filesystem::exists(staging + "/released.txt"));
+  EXPECT_FALSE(std::filesystem::exists(publish + "/released.txt"));
+  for (const auto& [mnt, noexec] : {std::pair{staging, false}, std::pair{publish, true}}) {
+    SCOPED_TRACE(mnt);
+    auto mounted = service_->GetVolumeIdFromTargetPath(mnt);
+    ASSERT_TRUE(mounted.ok()) << mounted.status().message();
+    EXPECT_EQ(*mounted, id);
+    struct statvfs vfs {};
+    ASSERT_EQ(statvfs(mnt.c_str(), &vfs), 0);
+    EXPECT_TRUE(vfs.f_flag & ST_NOSUID);
+    EXPECT_TRUE(vfs.f_flag & ST_NODEV);
+    EXPECT_EQ((vfs.f_flag & ST_NOEXEC) != 0, noexec);
+    EXPECT_FALSE(vfs.f_flag & ST_RDONLY);
+  }
+  // They are still mount points MountVolume made (a forced Rmdir of the filesystem group would unmount them).
+  auto table = common::ReadMountTable();
+  ASSERT_TRUE(table.ok());
+  common::VolumeMounts records(dir_.Sub("state"));
+  for (const auto& m : common::MountsOfDevice(*table, *common::BlockDevices().ResolveVolumeId(id))) {
+    EXPECT_TRUE(*records.MadeByMountVolume(m)) << m.target;
+  }
+  std::ofstream(staging + "/next.txt") << "the next tenant";
+  EXPECT_EQ(ReadFile(publish + "/next.txt"), "the next tenant");
+  EXPECT_TRUE(service_->UnmountVolume(id, publish).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, staging).ok());
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeInPlaceCreatesTheRequestedFilesystem) {
+  if (testing::SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs mkfs.xfs";
+  LoopDevice loop(512 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
   ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
-  std::ofstream(mnt + "/precious.txt") << "keep me";
-  Configure("xfs");  // even a different filesystem type must not lead to a reformat
+  std::ofstream(mnt + "/released.txt") << "the last tenant's data";
+
+  auto status = service_->FormatVolume(id, FormatOptions{"xfs", {"-L", "next"}});
+  ASSERT_TRUE(status.ok()) << status.message();
+
+  EXPECT_EQ(common::ProbeSignatures(id)->fs_type, "xfs");
+  auto table = common::ReadMountTable();
+  ASSERT_TRUE(table.ok());
+  auto at = std::find_if(table->begin(), table->end(), [&](const auto& m) { return m.target == mnt; });
+  ASSERT_NE(at, table->end()) << "mounted again";
+  EXPECT_EQ(at->fs_type, "xfs");
+  EXPECT_TRUE(std::filesystem::is_empty(mnt));
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
+}
+
+// Only the volume group's own mount points are its to unmount: a volume also mounted anywhere else (a bind mount of
+// one of them, the admin's own mount) is refused as before, and nothing is unmounted.
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeMountedWhereMountVolumeDidNotMountIt) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string staging = dir_.MakeDir("kubelet/staging");
+  ASSERT_TRUE(service_->MountVolume(id, staging).ok());
+  std::ofstream(staging + "/precious.txt") << "keep me";
+
+  const std::string bound = dir_.MakeDir("kubelet/pod-bind"), admins = dir_.MakeDir("kubelet/admins");
+  ASSERT_EQ(mount(staging.c_str(), bound.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
   auto status = service_->FormatVolume(id);
   EXPECT_EQ(status.code(), Code::kFailedPrecondition);
-  EXPECT_NE(status.message().find("mounted at " + mnt), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("is mounted at " + bound + ", not a mount point MountVolume made"), std::string::npos)
+      << status.message();
+  ASSERT_EQ(umount2(bound.c_str(), 0), 0) << strerror(errno);
+
+  ASSERT_TRUE(service_->UnmountVolume(id, staging).ok());
+  ASSERT_EQ(mount(id.c_str(), admins.c_str(), "ext4", 0, nullptr), 0) << strerror(errno);
+  status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("is mounted at " + admins), std::string::npos) << status.message();
+  EXPECT_EQ(ReadFile(admins + "/precious.txt"), "keep me");
+  ASSERT_EQ(umount2(admins.c_str(), 0), 0) << strerror(errno);
+}
+
+// A busy volume (a file open on it) is never unmounted lazily: the call says it is in use, and what it unmounted
+// before it met the busy mount point is mounted again.
+TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeInUseAndMountsAgainWhatItUnmounted) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string staging = dir_.MakeDir("kubelet/staging"), publish = dir_.MakeDir("kubelet/publish");
+  ASSERT_TRUE(service_->MountVolume(id, staging).ok());
+  ASSERT_TRUE(service_->MountVolume(id, publish).ok());
+  std::ofstream(staging + "/open.txt") << "a pod reads me";
+  {
+    std::ifstream in_use(publish + "/open.txt");
+    ASSERT_TRUE(in_use.is_open());
+    auto status = service_->FormatVolume(id);
+    EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+    EXPECT_NE(status.message().find("is in use at \"" + publish + "\""), std::string::npos) << status.message();
+  }
+  for (const auto& mnt : {staging, publish}) {
+    auto mounted = service_->GetVolumeIdFromTargetPath(mnt);
+    ASSERT_TRUE(mounted.ok()) << mnt << ": " << mounted.status().message();
+    EXPECT_EQ(ReadFile(mnt + "/open.txt"), "a pod reads me");
+  }
+  EXPECT_TRUE(service_->UnmountVolume(id, publish).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, staging).ok());
+}
+
+// A disk that went offline under a mounted volume (a SCSI disk's kernel state; here the disk group's record, as
+// SetDiskState refuses a mounted disk): its volume is not formatted, mounted or not.
+TEST_F(VolumeServiceTest, FormatVolumeOfAMountedVolumeOnAnOfflineDiskIsRefused) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = FormattedVolume(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
+  ASSERT_TRUE(service_->MountVolume(id, mnt).ok());
+  std::ofstream(mnt + "/precious.txt") << "keep me";
+  common::BlockInventory inventory;
+  auto disk = inventory.DiskByNumber(loop.DiskNumber());
+  ASSERT_TRUE(disk.ok());
+  common::OfflineDisks offline(dir_.Sub("state"), {});
+  ASSERT_TRUE(offline.MarkOffline(*disk).ok());
+
+  auto status = service_->FormatVolume(id);
+  EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("which is offline"), std::string::npos) << status.message();
   EXPECT_EQ(ReadFile(mnt + "/precious.txt"), "keep me");
+  ASSERT_TRUE(offline.MarkOnline(*disk).ok());
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
 }
 
 TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeHoldingAnotherFilesystem) {
@@ -432,6 +611,77 @@ TEST_F(VolumeServiceTest, FormatVolumeRefusesAVolumeAnotherProcessHasOpenForWrit
   EXPECT_EQ(status.code(), Code::kFailedPrecondition) << status.message();
   EXPECT_NE(status.message().find("open for writing by process"), std::string::npos) << status.message();
   EXPECT_TRUE(common::ProbeSignatures(id)->Empty());
+}
+
+// Issue 22: the disk group keeps the offline state of disks without a kernel state; the volume group, another
+// library, reads it and does not use such a disk until it is online again.
+TEST_F(VolumeServiceTest, AVolumeOnAnOfflineDiskIsNotFormattedMountedOrResized) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = StageDisk(loop);
+  const std::string mnt = dir_.MakeDir("kubelet/stage");
+  ASSERT_TRUE(disks_.SetDiskState(loop.DiskNumber(), false).ok());
+
+  for (auto status : {service_->FormatVolume(id), service_->MountVolume(id, mnt), service_->ResizeVolume(id, 0)}) {
+    EXPECT_EQ(status.code(), Code::kFailedPrecondition);
+    EXPECT_NE(status.message().find("is on disk " + std::to_string(loop.DiskNumber()) + " (" + loop.path() +
+                                    "), which is offline (taken offline with SetDiskState)"),
+              std::string::npos)
+        << status.message();
+  }
+  EXPECT_FALSE(*service_->IsVolumeFormatted(id)) << "nothing was written";
+
+  ASSERT_TRUE(disks_.SetDiskState(loop.DiskNumber(), true).ok());
+  ASSERT_TRUE(service_->FormatVolume(id).ok());
+  auto status = service_->MountVolume(id, mnt);
+  EXPECT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(service_->UnmountVolume(id, mnt).ok());
+}
+
+// Issue 22: FormatVolume's own fields (v1 and v2alpha1) choose the filesystem and pass mkfs options.
+uint64_t Ext4BlockSize(const std::string& device) {
+  std::ifstream in(device, std::ios::binary);
+  in.seekg(1024 + 0x18);  // the superblock's s_log_block_size
+  unsigned char log[4] = {};
+  in.read(reinterpret_cast<char*>(log), 4);
+  return uint64_t{1024} << log[0];
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeGivesExt4TheRequestedOptions) {
+  LoopDevice loop(128 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto status = service_->FormatVolume(id, FormatOptions{"ext4", {"-b", "1024", "-L", "pvc-1", "-E", "stride=4"}});
+  ASSERT_TRUE(status.ok()) << status.message();
+  auto sig = common::ProbeSignatures(id);
+  ASSERT_TRUE(sig.ok());
+  EXPECT_EQ(sig->fs_type, "ext4");
+  EXPECT_EQ(sig->label, "pvc-1");
+  EXPECT_EQ(Ext4BlockSize(id), 1024u);
+}
+
+TEST_F(VolumeServiceTest, FormatVolumeCreatesTheRequestedFilesystemInsteadOfTheDefault) {
+  if (testing::SystemProgram("mkfs.xfs").empty()) GTEST_SKIP() << "needs xfsprogs";
+  LoopDevice loop(512 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto status = service_->FormatVolume(id, FormatOptions{"xfs", {"-L", "data", "-m", "crc=1"}});
+  ASSERT_TRUE(status.ok()) << status.message();
+  auto sig = common::ProbeSignatures(id);
+  ASSERT_TRUE(sig.ok());
+  EXPECT_EQ(sig->fs_type, "xfs") << "the group's default is ext4";
+  EXPECT_EQ(sig->label, "data");
+  EXPECT_TRUE(service_->FormatVolume(id, FormatOptions{"xfs", {}}).ok()) << "already xfs: a retry succeeds";
+  EXPECT_EQ(service_->FormatVolume(id).code(), Code::kFailedPrecondition) << "the default, ext4, would overwrite it";
+}
+
+TEST_F(VolumeServiceTest, RefusedFormatOptionsSayWhichAndTouchNothing) {
+  LoopDevice loop(64 * kMiB);
+  const std::string id = StageDisk(loop);
+  auto status = service_->FormatVolume(id, FormatOptions{"", {"-d", "/etc"}});
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("mkfs option \"-d\" is not allowed for ext4"), std::string::npos) << status.message();
+  status = service_->FormatVolume(id, FormatOptions{"ntfs", {}});
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("\"ntfs\""), std::string::npos) << status.message();
+  EXPECT_FALSE(*service_->IsVolumeFormatted(id));
 }
 
 TEST_F(VolumeServiceTest, FormatVolumeTwiceKeepsTheFirstFilesystem) {

@@ -1,0 +1,86 @@
+// The host's TOML configuration: the [host] table and one [groups.<name>] table per API group.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "config/access_lists.h"
+#include "config/default_paths.h"
+#include "csi_proxy/plugin_abi.h"
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::host {
+
+struct GroupConfig {
+  std::string name;    // the table name in [groups.<name>]
+  std::string source;  // the configuration file, for messages
+  bool enabled = true;
+  bool required = false;                 // a group that cannot be loaded stops the host instead of being skipped
+  std::string library;                   // absolute path of the group library
+  std::vector<std::string> versions;     // versions to serve; empty means every version the library offers
+  int workers = 0;                       // handlers of this group that may run at once; 0: [host] workers
+  int max_queued_calls = 64;             // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
+  int max_request_bytes = 64 * 1024;     // the largest request accepted; the API's requests are paths and names
+  AccessLists access;                    // the lists this table gives; see MergeAccessLists for the rest
+  toml::table settings;                  // the group's own keys, handed to the library as they are
+  std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
+};
+
+struct HostConfig {
+  std::string endpoint_dir = DefaultEndpointDir();
+  std::string admin_socket;  // the root-only admin socket; default <endpoint_dir>-admin.sock, beside the directory
+  std::string plugin_dir;    // absolute; defaults to ../lib/csi-proxy/plugins beside the executable
+  std::string kubelet_path = DefaultKubeletPath();
+  std::vector<std::string> working_dirs;
+  std::string state_dir = DefaultStateDir();
+  std::string log_level = "info";
+  std::string log_format = "text";  // "text" or "json" (JSON lines), for the log and the audit log
+  std::string audit_log;            // an absolute file path, "-" (standard error) or empty (no audit log)
+  int workers = 16;                 // the default budget of each group (see GroupConfig::workers)
+  uint32_t socket_mode = 0660;
+  std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
+  std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
+  int max_connections = 4096;            // open connections in all (also bounded by the open-file limit)
+  int max_connections_per_uid = 0;       // for one caller's uid; 0: a quarter of max_connections
+  int max_connections_per_endpoint = 0;  // on one endpoint socket; 0: half of max_connections
+  // A connection must have sent the HTTP/2 client preface within this time, and one without a call for
+  // idle_timeout is closed (the client reconnects for its next call).
+  std::chrono::seconds handshake_timeout{10};
+  std::chrono::seconds idle_timeout{300};
+  AccessLists access;               // who may call every group's methods, unless its table says otherwise
+  std::string metrics_address;      // IP:PORT of the Prometheus listener; empty: no metrics
+  std::vector<GroupConfig> groups;  // sorted by name
+};
+
+// Reads and validates a configuration file. `executable_dir` anchors the default plugin_dir.
+// Errors name the file, the key and the line.
+StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir);
+
+// The same, from text (tests and --check-config use it); `source_name` appears in error messages.
+StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,
+                                 const std::string& executable_dir);
+
+// The one syntax of a group name, for [groups.<name>] and for the group a library answers (plugin_abi.h,
+// "Group names"): 1 to CSI_PROXY_GROUP_NAME_MAX lowercase letters and digits, starting with a letter.
+bool IsValidGroupName(std::string_view name);
+inline constexpr const char* kGroupNameRule =
+    "a valid group name (lowercase letters and digits, starting with a letter, at most 32 characters)";
+static_assert(CSI_PROXY_GROUP_NAME_MAX == 32, "kGroupNameRule states the limit");
+
+// The keys of a [groups.<name>] table that the host consumes (the library never sees them).
+const std::vector<std::string>& GroupHostKeys();
+
+// IP:PORT: an IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535.
+bool IsValidMetricsAddress(const std::string& address);
+
+// The levels --log-level and [host] log_level accept.
+bool IsValidLogLevel(const std::string& level);
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,103 @@
+// See host_keys.h.
+#include "config/host_keys.h"
+
+#include <type_traits>
+
+namespace csi_proxy::host {
+namespace {
+
+using R = HostKeyRule;
+using On = HostKeyReload;
+
+constexpr int64_t kMaxConnections = 1000000;
+
+const HostKey kHostKeys[] = {
+    {"endpoint_dir", &HostConfig::endpoint_dir, R::kAbsolutePath, On::kAtNextStart},
+    {"admin_socket", &HostConfig::admin_socket, R::kAbsolutePathIfSet, On::kAtNextStart},
+    {"plugin_dir", &HostConfig::plugin_dir, R::kAbsolutePathIfSet, On::kThroughGroups},
+    {"kubelet_path", &HostConfig::kubelet_path, R::kAbsolutePath, On::kThroughGroups},
+    {"working_dirs", &HostConfig::working_dirs, R::kAbsolutePaths, On::kThroughGroups},
+    {"state_dir", &HostConfig::state_dir, R::kAbsolutePath, On::kThroughGroups},
+    {"log_level", &HostConfig::log_level, R::kLogLevel, On::kNow},
+    {"log_format", &HostConfig::log_format, R::kLogFormat, On::kNow, 0, 0,
+     "log_format takes effect for the host log at the next start (the audit log follows it now)"},
+    {"audit_log", &HostConfig::audit_log, R::kAbsolutePathOrStderr, On::kNow},
+    {"socket_group", &HostConfig::socket_group, R::kSystemGroup, On::kAtNextStart},
+    {"allowed_uids", &AccessLists::allowed_uids, R::kIdList, On::kAuthorization},
+    {"allowed_gids", &AccessLists::allowed_gids, R::kIdList, On::kAuthorization},
+    {"read_only_uids", &AccessLists::read_only_uids, R::kIdList, On::kAuthorization},
+    {"read_only_gids", &AccessLists::read_only_gids, R::kIdList, On::kAuthorization},
+    {"metrics_address", &HostConfig::metrics_address, R::kMetricsAddress, On::kAtNextStart},
+    {"workers", &HostConfig::workers, R::kInteger, On::kThroughGroups, 1, 1024},
+    {"max_connections", &HostConfig::max_connections, R::kInteger, On::kAtNextStart, 16, kMaxConnections},
+    {"max_connections_per_uid", &HostConfig::max_connections_per_uid, R::kInteger, On::kAtNextStart, 1,
+     kMaxConnections},
+    {"max_connections_per_endpoint", &HostConfig::max_connections_per_endpoint, R::kInteger, On::kAtNextStart, 1,
+     kMaxConnections},
+    {"handshake_timeout_seconds", &HostConfig::handshake_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
+    {"idle_timeout_seconds", &HostConfig::idle_timeout, R::kSeconds, On::kAtNextStart, 1, 7 * 24 * 3600},
+    {"shutdown_timeout_seconds", &HostConfig::shutdown_timeout, R::kSeconds, On::kNow, 0, 3600},
+    {"socket_mode", &HostConfig::socket_mode, R::kOctalMode, On::kAtNextStart},
+};
+
+// Calls `fn` with a reference to `key`'s value in `config`.
+template <typename Config, typename Fn>
+decltype(auto) WithValue(const HostKey& key, Config& config, Fn&& fn) {
+  return std::visit(
+      [&](auto member) -> decltype(auto) {
+        if constexpr (std::is_same_v<decltype(member), std::optional<std::vector<uint32_t>> AccessLists::*>) {
+          return fn(config.access.*member);
+        } else {
+          return fn(config.*member);
+        }
+      },
+      key.field);
+}
+
+}  // namespace
+
+std::span<const HostKey> HostKeys() { return kHostKeys; }
+
+bool SameHostKeyValue(const HostKey& key, const HostConfig& a, const HostConfig& b) {
+  return WithValue(key, a, [&](const auto& va) {
+    return WithValue(key, b, [&](const auto& vb) {
+      if constexpr (std::is_same_v<decltype(va), decltype(vb)>) {
+        return va == vb;
+      } else {
+        return false;  // one key, one field: never reached
+      }
+    });
+  });
+}
+
+void CopyHostKeyValue(const HostKey& key, const HostConfig& from, HostConfig& to) {
+  WithValue(key, from, [&](const auto& value) {
+    WithValue(key, to, [&](auto& target) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::decay_t<decltype(target)>>) target = value;
+    });
+  });
+}
+
+std::string HostKeyValueText(const HostKey& key, const HostConfig& config) {
+  return WithValue(key, config, [](const auto& value) -> std::string {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, std::string>) {
+      return value.empty() ? "off" : value;
+    } else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, uint32_t>) {
+      return std::to_string(value);
+    } else if constexpr (std::is_same_v<T, std::chrono::seconds> || std::is_same_v<T, std::chrono::milliseconds>) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(value).count());
+    } else {
+      std::string out;
+      if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+        for (const auto& item : value) out += (out.empty() ? "" : ",") + item;
+      } else {
+        if (!value) return "unset";
+        for (uint32_t id : *value) out += (out.empty() ? "" : ",") + std::to_string(id);
+      }
+      return "[" + out + "]";
+    }
+  });
+}
+
+}  // namespace csi_proxy::host

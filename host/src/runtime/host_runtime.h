@@ -1,0 +1,147 @@
+// The running host: the loaded group instances, the endpoints they serve and the accept loop in front of them.
+// Start serves a configuration; Reload applies a new one group by group without touching what did not change;
+// Shutdown stops everything within the configured timeout, whatever a handler does.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "observe/audit_log.h"
+#include "observe/metrics.h"
+#include "serving/endpoint_server.h"
+#include "serving/endpoint_socket.h"
+#include "serving/group_runtime.h"
+#include "serving/listeners.h"
+
+namespace csi_proxy::host {
+
+// Makes sure no other host serves this configuration's sockets or uses its state directory (which stays locked
+// for the life of the process), before any group's init runs: a group may clean its state up at init.
+Status ClaimHost(const HostConfig& config);
+
+// endpoint_dir is a trusted directory, or can be created (its parent exists). A start checks it; so does
+// --check-config.
+Status CheckEndpointDirectory(const HostConfig& config);
+
+// kubelet_path or a working dir that does not exist (yet): the groups that take paths refuse them until it does.
+std::vector<std::string> PathWarnings(const HostConfig& config);
+
+// What a reload did, for the log and the admin request.
+struct ReloadReport {
+  bool config_ok = true;             // false: the new configuration was refused whole and nothing changed
+  std::vector<std::string> applied;  // one line per change made
+  std::vector<std::string> refused;  // one line per change that could not be made (the old state stays)
+  std::vector<std::string> notes;    // settings that take effect only at the next start, calls that outlived a drain
+  std::chrono::milliseconds took{0};
+  std::string Summary() const;  // one line
+};
+
+// What a start of a configuration would serve, found the way a start finds it: for --check-config.
+struct StartCheck {
+  std::map<std::string, Endpoint> endpoints;  // by endpoint name
+  std::vector<std::string> skipped;           // optional groups that would be skipped, and why
+  std::vector<std::string> refused;           // what would stop a start
+  std::vector<std::string> warnings;          // PathWarnings
+  bool start_would_succeed() const { return refused.empty(); }
+};
+
+// One loaded group as the admin sees it.
+struct GroupState {
+  std::string name;  // [groups.<name>]
+  std::string group;
+  std::string library;
+  std::string plugin_version;
+  uint32_t abi_version = 0;
+  std::vector<std::string> endpoints;
+  GroupExecutor::Limits limits;
+  GroupRuntime::Usage usage;
+  bool required = false;
+  std::string state;                           // GroupRuntime::StateName: serving, reloading, draining, stopped
+  std::vector<std::string> read_only_methods;  // full method paths the library marked read-only, sorted
+};
+
+class HostRuntime {
+ public:
+  HostRuntime() = default;
+  ~HostRuntime();
+  HostRuntime(const HostRuntime&) = delete;
+  HostRuntime& operator=(const HostRuntime&) = delete;
+
+  // Loads every enabled group and serves their endpoints. Fails when a required group cannot be loaded, when no
+  // group can be served, or when a socket cannot be created (another host serves it); nothing is left behind then.
+  Status Start(const HostConfig& config);
+
+  // Loads and initialises every enabled group of `config` as Start does, checks what Start checks before serving
+  // (the endpoint directory), then shuts the libraries down again; claims no socket and serves nothing.
+  static StartCheck CheckStart(const HostConfig& config);
+
+  // Applies `config` (or refuses it whole when it is an error) as PlanReload plans it: new groups start, removed
+  // groups drain and stop, changed groups are loaded anew beside the old instance, which drains once the new one
+  // serves, groups whose lists changed are bound again. One reload at a time; safe from any thread.
+  ReloadReport Reload(const StatusOr<HostConfig>& config);
+
+  // Stops accepting, lets calls in flight finish for up to the configured timeout, answers the rest, shuts the
+  // libraries down and removes the socket files. Returns the calls ("group /method") still running in a library
+  // at the deadline; their libraries stay loaded and the caller should exit without waiting for them.
+  std::vector<std::string> Shutdown();
+
+  std::vector<std::string> socket_paths() const;
+  std::vector<GroupState> Describe() const;
+  // A copy of the endpoint `name` as served now (for the admin's Descriptors); NotFound when none is.
+  StatusOr<Endpoint> FindEndpoint(const std::string& name) const;
+  std::string endpoint_dir() const;
+
+ private:
+  using Runtimes = std::map<std::string, std::shared_ptr<GroupRuntime>>;
+
+  // Every enabled group of `config` loaded, in name order, each checked against those loaded before it; the
+  // refusals logged as a start (or, with `keep_going`, as a check) says them. A refusal that stops the host
+  // (RefusalStopsTheHost) ends the loading unless `keep_going`.
+  struct LoadedGroups {
+    Runtimes groups;
+    std::vector<std::string> skipped;  // optional groups that failed, and why
+    std::vector<std::string> refused;  // failures that stop a start
+    Status fatal;                      // the first of those, as Start returns it
+  };
+  static LoadedGroups LoadGroups(const HostConfig& config, bool keep_going);
+  // The endpoints of every instance in `runtimes` except `skip`, for conflict checks when loading.
+  static EndpointRegistry RegistryOf(const Runtimes& runtimes, const std::string& skip);
+  // What an endpoint of `runtime` is bound to: its methods, its instance, its limits, its group's authorization
+  // and the call observers.
+  std::shared_ptr<const EndpointBinding> BindingOf(const Endpoint& endpoint,
+                                                   const std::shared_ptr<GroupRuntime>& runtime) const;
+  // The authorization of every enabled group of `config`.
+  static std::map<std::string, std::shared_ptr<const Authorization>> AuthorizationOf(const HostConfig& config);
+  // Serves (or rebinds, when it exists) every endpoint of `runtime`.
+  Status Serve(const std::shared_ptr<GroupRuntime>& runtime);
+  // Closes the sockets of endpoints bound to `runtime` (except those in `keep`), then ends their servers.
+  void Unserve(const GroupRuntime& runtime, const std::map<std::string, Endpoint>& keep,
+               std::chrono::system_clock::time_point deadline);
+  // Drains and stops instances in parallel; lines for the calls that outlived the deadline.
+  // Tells the health service of every endpoint bound to `runtime` whether it serves.
+  void SetHealth(const GroupRuntime& runtime, bool serving);
+  // After a reload: instances still marked reloading serve again, and so do their endpoints.
+  void EndReload();
+  static std::vector<std::string> StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
+                                          std::chrono::steady_clock::time_point deadline);
+
+  mutable std::mutex mu_;  // one Start/Reload/Shutdown at a time; guards everything below
+  HostConfig config_;
+  SocketAccess socket_access_;  // who may connect to the endpoint sockets, as the start set it
+  Runtimes groups_;             // by [groups.<name>]
+  std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
+  AcceptLoop accept_loop_;
+  std::vector<std::shared_ptr<CallObserver>> call_observers_;                  // every endpoint's (metrics, audit)
+  std::shared_ptr<AuditLog> audit_ = std::make_shared<AuditLog>();             // in call_observers_; off until opened
+  std::map<std::string, std::shared_ptr<const Authorization>> authorization_;  // by [groups.<name>]; null: open
+  std::unique_ptr<Metrics> metrics_;                                           // when [host] metrics_address is set
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,67 @@
+// One endpoint: its socket file, the credentials of its connections' peers, its router and its gRPC server.
+#pragma once
+
+#include <grpcpp/server.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "serving/connection.h"
+#include "serving/endpoint_socket.h"
+#include "serving/peer_table.h"
+#include "serving/reflection_service.h"
+#include "serving/router.h"
+
+namespace csi_proxy::host {
+
+class EndpointServer {
+ public:
+  EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding);
+  ~EndpointServer();
+  EndpointServer(const EndpointServer&) = delete;
+  EndpointServer& operator=(const EndpointServer&) = delete;
+
+  // Creates the socket (refusing one another process serves) and starts the gRPC server, which closes a
+  // connection that has had no call for `idle_timeout`.
+  Status Start(const SocketAccess& access, int max_receive_bytes, std::chrono::milliseconds idle_timeout);
+
+  // Hands an accepted connection to gRPC, which owns it from here on.
+  void Adopt(Connection conn, const PeerCredentials& peer);
+
+  // New calls go to `binding`; calls already read finish where they started.
+  void Rebind(std::shared_ptr<const EndpointBinding> binding);
+
+  // What the health service (grpc.health.v1) answers for "" and each service of the binding: SERVING or
+  // NOT_SERVING. An endpoint serves from Start.
+  void SetServing(bool serving);
+  std::shared_ptr<const EndpointBinding> binding() const { return router_.binding(); }
+
+  // Closes the listening socket and removes its file, so clients see the endpoint go away. Open connections stay.
+  void CloseSocket();
+
+  // Lets calls in flight finish until `deadline`, then cancels (answers) the rest and closes every connection.
+  void Stop(std::chrono::system_clock::time_point deadline);
+
+  // The listening socket, while it is open (null before Start and after CloseSocket).
+  const ListeningSocket* socket() const { return socket_.get(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  PeerTable peers_;
+  Router router_;
+  ReflectionService reflection_;
+  std::mutex health_mu_;
+  bool serving_ = true;                 // guarded by health_mu_
+  std::map<std::string, bool> health_;  // what each service was told (serving); guarded by health_mu_
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ListeningSocket> socket_;
+
+  void PublishHealth();  // with health_mu_ held
+};
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,173 @@
+// See group_runtime.h.
+#include "serving/group_runtime.h"
+
+#include <spdlog/spdlog.h>
+
+namespace csi_proxy::host {
+namespace {
+
+GroupExecutor::Limits LimitsOf(const GroupConfig& group, const HostConfig& host) {
+  GroupExecutor::Limits limits;
+  limits.workers = group.workers > 0 ? group.workers : host.workers;
+  limits.max_queued = static_cast<size_t>(group.max_queued_calls);
+  limits.max_queued_bytes = std::max<size_t>(limits.max_queued_bytes, static_cast<size_t>(group.max_request_bytes));
+  return limits;
+}
+
+}  // namespace
+
+std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig& host,
+                                      const std::string& library_identity) {
+  std::string fp = group.library + "\n";
+  if (!library_identity.empty()) fp += library_identity + "\n";
+  for (const auto& v : group.versions) fp += v + ",";
+  auto limits = LimitsOf(group, host);
+  fp += "\n" + std::to_string(limits.workers) + "/" + std::to_string(limits.max_queued) + "/" +
+        std::to_string(group.max_request_bytes) + "\n";
+  return fp + GroupConfigToml(group, host);
+}
+
+GroupRuntime::GroupRuntime(const GroupConfig& group, const HostConfig& host, std::string fingerprint)
+    : name_(group.name),
+      fingerprint_(std::move(fingerprint)),
+      required_(group.required),
+      max_request_bytes_(static_cast<size_t>(group.max_request_bytes)),
+      executor_(group.name, LimitsOf(group, host)) {}
+
+GroupRuntime::~GroupRuntime() { Stop(std::chrono::steady_clock::now()); }
+
+StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& group, const HostConfig& host,
+                                                           const EndpointRegistry& others) {
+  // The registry only answers conflict checks while the library registers; this instance's endpoints are its own.
+  EndpointRegistry scratch = others;
+  // The file's identity before it is loaded: a file replaced meanwhile makes the next reload load it again.
+  std::string fingerprint = Fingerprint(group, host, LibraryFileIdentity(group.library));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto plugin, LoadPlugin(group, host, scratch));
+  std::shared_ptr<GroupRuntime> runtime(new GroupRuntime(group, host, std::move(fingerprint)));
+  EndpointRegistry mine;
+  mine.Commit(plugin->group(), plugin->library(), plugin->services());
+  runtime->endpoints_ = mine.endpoints();
+  runtime->plugin_ = std::move(plugin);
+  return runtime;
+}
+
+bool GroupRuntime::Track(const CallHandle& call) {
+  const std::string& method = call->info().method;
+  {
+    std::lock_guard lock(in_flight_->mu);
+    if (in_flight_->stopping) return false;
+    in_flight_->methods.insert(method);
+    ++in_flight_->dispatching;
+  }
+  call->HandOverToPlugin(call, [in_flight = in_flight_, &method] {
+    // `method` lives in the call's info, which outlives this completion.
+    std::lock_guard lock(in_flight->mu);
+    in_flight->methods.erase(in_flight->methods.find(method));
+    if (in_flight->methods.empty()) in_flight->empty.notify_all();
+  });
+  return true;
+}
+
+void GroupRuntime::EndDispatch() {
+  std::lock_guard lock(in_flight_->mu);
+  --in_flight_->dispatching;
+  in_flight_->empty.notify_all();
+}
+
+Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
+  if (!Track(call)) return Unavailable("group '" + name_ + "' is stopping; retry later");
+  // A call counted before the group began to stop reaches the executor before it stops (StopAndUnload waits for
+  // it), so it runs with the calls the group drains rather than being refused on the way.
+  struct Dispatched {
+    GroupRuntime* runtime;
+    ~Dispatched() { runtime->EndDispatch(); }
+  } dispatched{this};
+  if (handler.non_blocking()) {
+    // Declared never to block: run here, on the thread that read the request, with no hand-off to a worker.
+    // The group's workers and queue are for calls that may wait; this one answers before it returns.
+    RunHandler(handler, *call);
+    return Status::Ok();
+  }
+  GroupExecutor::Task task;
+  task.what = call->info().method;
+  task.bytes = call->request().size();
+  task.abandoned = [call] { return call->IsCancelled(); };
+  task.run = [handler, call] { RunHandler(handler, *call); };
+  task.cancel = [call] {
+    call->Complete(static_cast<csi_proxy_status_code>(Code::kUnavailable),
+                   "the group stopped before the call could start; retry", {});
+  };
+  Status submitted = executor_.Submit(std::move(task));
+  if (!submitted.ok()) {
+    // Never reached the plugin: complete it here so that the count of calls in flight stays true.
+    call->Complete(static_cast<csi_proxy_status_code>(submitted.code()), submitted.message(), {});
+  }
+  return Status::Ok();  // answered either way
+}
+
+void GroupRuntime::RunHandler(const MethodHandler& handler, csi_proxy_host_call& call) {
+  if (call.IsCancelled()) {
+    return call.Complete(static_cast<csi_proxy_status_code>(Code::kDeadlineExceeded),
+                         "the call was cancelled or its deadline passed before it started", {});
+  }
+  std::string_view request = call.request();
+  handler.fn(handler.plugin_method_ctx, &call, reinterpret_cast<const uint8_t*>(request.data()), request.size());
+}
+
+std::vector<std::string> GroupRuntime::Stop(std::chrono::steady_clock::time_point deadline) {
+  if (stopped_) return {};
+  stopped_ = true;
+  State serving = State::kServing;
+  state_.compare_exchange_strong(serving, State::kDraining);
+  std::vector<std::string> running = StopAndUnload(deadline);
+  set_state(State::kStopped);
+  return running;
+}
+
+const char* GroupRuntime::StateName(State state) {
+  switch (state) {
+    case State::kServing:
+      return "serving";
+    case State::kReloading:
+      return "reloading";
+    case State::kDraining:
+      return "draining";
+    case State::kStopped:
+      return "stopped";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> GroupRuntime::StopAndUnload(std::chrono::steady_clock::time_point deadline) {
+  {
+    std::unique_lock lock(in_flight_->mu);
+    in_flight_->stopping = true;  // no new call starts, inline or on a worker
+    in_flight_->empty.wait_until(lock, deadline, [&] { return in_flight_->dispatching == 0; });
+  }
+  std::vector<std::string> running = executor_.Stop(deadline);
+  {
+    // Calls whose handler returned but that the plugin completes later, from a thread of its own.
+    std::unique_lock lock(in_flight_->mu);
+    in_flight_->empty.wait_until(lock, deadline, [&] { return in_flight_->methods.empty(); });
+    if (running.empty()) running.assign(in_flight_->methods.begin(), in_flight_->methods.end());
+  }
+  if (!plugin_) return running;
+  if (running.empty()) {
+    plugin_->Shutdown();
+    plugin_.reset();
+    return running;
+  }
+  // Something may still execute in the library: it must stay mapped, and its shutdown must not run under it.
+  (void)plugin_.release();
+  return running;
+}
+
+GroupRuntime::Usage GroupRuntime::usage() const {
+  Usage u;
+  u.executor = executor_.usage();
+  std::lock_guard lock(in_flight_->mu);
+  u.in_flight = in_flight_->methods.size();
+  return u;
+}
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,104 @@
+// One loaded instance of an API group at run time: its library, the endpoints it serves, its execution budget and
+// its calls in flight. During an upgrade two instances of a group live side by side: the new one takes new calls
+// while the old one drains.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "abi/endpoint_registry.h"
+#include "abi/plugin_loader.h"
+#include "config/config.h"
+#include "serving/group_executor.h"
+#include "serving/router.h"
+
+namespace csi_proxy::host {
+
+class GroupRuntime final : public CallDispatcher {
+ public:
+  // Loads and initialises `group`; its endpoints must not clash with those in `others`.
+  static StatusOr<std::shared_ptr<GroupRuntime>> Load(const GroupConfig& group, const HostConfig& host,
+                                                      const EndpointRegistry& others);
+  ~GroupRuntime() override;
+
+  const std::string& name() const { return name_; }  // the [groups.<name>] table
+  const LoadedPlugin& plugin() const { return *plugin_; }
+  // What the instance was loaded from: the configuration it was given and the library file's identity. A reload
+  // replaces the instance when this changes.
+  const std::string& fingerprint() const { return fingerprint_; }
+  bool required() const { return required_; }
+  // The largest request the group accepts ([groups.<name>] max_request_bytes).
+  size_t max_request_bytes() const { return max_request_bytes_; }
+  void set_required(bool required) { required_ = required; }
+
+  // Endpoint name -> its methods.
+  const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
+
+  // CallDispatcher: runs the handler within the group's budget, or inline when the method is declared
+  // CSI_PROXY_METHOD_NONBLOCKING.
+  Status Dispatch(const MethodHandler& handler, CallHandle call) override;
+
+  // Takes no new calls; lets those in flight finish until `deadline`, then shuts the library down and unloads
+  // it. A call still running in the library at the deadline keeps it loaded (never shut down under a running
+  // handler); the returned list names those calls' methods.
+  std::vector<std::string> Stop(std::chrono::steady_clock::time_point deadline);
+
+  // Where the instance is in its life, for the health service and the metrics. Set by the host runtime as it
+  // reloads; Stop moves a serving instance to kDraining, and any instance to kStopped when it returns.
+  enum class State { kServing, kReloading, kDraining, kStopped };
+  State state() const { return state_.load(std::memory_order_relaxed); }
+  void set_state(State state) { state_.store(state, std::memory_order_relaxed); }
+  static const char* StateName(State state);
+
+  struct Usage {
+    GroupExecutor::Usage executor;
+    size_t in_flight = 0;  // calls dispatched and not yet completed (also those answered at their deadline)
+  };
+  Usage usage() const;
+  const GroupExecutor::Limits& limits() const { return executor_.limits(); }
+
+  // The identity of a group as configured, for reloads: the group's keys, what the host hands it, its budget, the
+  // library's path and `library_identity` (LibraryFileIdentity of that file). A reload replaces an instance whose
+  // fingerprint differs from that of the group in the new configuration.
+  static std::string Fingerprint(const GroupConfig& group, const HostConfig& host, const std::string& library_identity);
+
+ private:
+  GroupRuntime(const GroupConfig& group, const HostConfig& host, std::string fingerprint);
+  std::vector<std::string> StopAndUnload(std::chrono::steady_clock::time_point deadline);
+
+  // Calls dispatched and not yet completed, by method.
+  struct InFlight {
+    std::mutex mu;
+    std::condition_variable empty;
+    std::multiset<std::string> methods;
+    int dispatching = 0;    // calls tracked and not yet run inline or handed to the executor
+    bool stopping = false;  // set by Stop: no call is tracked (so none starts) any more
+  };
+
+  // Counts the call in flight until the plugin completes it, and as being dispatched until EndDispatch; false once
+  // the group is stopping.
+  bool Track(const CallHandle& call);
+  void EndDispatch();
+  // Runs the plugin's handler on this thread; a call already cancelled or past its deadline never reaches it.
+  static void RunHandler(const MethodHandler& handler, csi_proxy_host_call& call);
+
+  const std::string name_;
+  const std::string fingerprint_;
+  bool required_;
+  const size_t max_request_bytes_;
+  std::unique_ptr<LoadedPlugin> plugin_;
+  std::map<std::string, Endpoint> endpoints_;
+  GroupExecutor executor_;
+  std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
+  bool stopped_ = false;
+  std::atomic<State> state_{State::kServing};
+};
+
+}  // namespace csi_proxy::host

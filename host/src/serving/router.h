@@ -1,0 +1,100 @@
+// The byte-level router of one endpoint: a generic gRPC service that reads a call's request, finds the method's
+// handler by its path, hands the call to a dispatcher and writes whatever answers it. It does I/O only; where and
+// when a handler runs is the dispatcher's business.
+#pragma once
+
+#include <grpcpp/generic/async_generic_service.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "abi/call_handle.h"
+#include "abi/endpoint_registry.h"
+#include "csi_proxy/status.hpp"
+#include "serving/authorization.h"
+
+namespace csi_proxy::host {
+
+class PeerTable;
+
+// Runs a call's handler. An error status (RESOURCE_EXHAUSTED, UNAVAILABLE) means the call could not start; the
+// router then answers it with that status.
+class CallDispatcher {
+ public:
+  virtual ~CallDispatcher() = default;
+  virtual Status Dispatch(const MethodHandler& handler, CallHandle call) = 0;
+};
+
+// A call the router has answered, as observers see it.
+struct CallEvent {
+  const Endpoint& endpoint;
+  std::string_view method;       // the full method path, /<service>/<method>
+  const MethodHandler* handler;  // null when the endpoint has no such method
+  const PeerCredentials& peer;
+  std::string_view request;    // the request bytes; empty when the call was refused before they were kept
+  csi_proxy_status_code code;  // the answer's status
+  std::string_view message;    // its status message (empty on success)
+  std::chrono::steady_clock::duration elapsed;  // from the request read to the answer
+};
+
+// Sees every call an endpoint reads: metrics and the audit log. Called on gRPC's threads or the thread that
+// answers the call; must be thread-safe and must not block.
+class CallObserver {
+ public:
+  virtual ~CallObserver() = default;
+  // The request was read and the method looked up (handler null when unknown).
+  virtual void OnStarted(const Endpoint& endpoint, std::string_view method, const MethodHandler* handler) = 0;
+  // The call was answered; exactly once per OnStarted.
+  virtual void OnFinished(const CallEvent& event) = 0;
+};
+
+// What serves an endpoint now: its methods and the dispatcher (the group instance) that owns them. A reload that
+// upgrades the group binds the endpoint to the new instance; calls already read keep the binding they started with,
+// except that one the old instance refuses because it is already draining goes to the new one.
+struct EndpointBinding {
+  const Endpoint* endpoint = nullptr;  // owned by `dispatcher`
+  std::shared_ptr<CallDispatcher> dispatcher;
+  size_t max_request_bytes = 0;                          // larger requests are refused before they are dispatched
+  std::vector<std::shared_ptr<CallObserver>> observers;  // told of every call, in this order
+  std::shared_ptr<const Authorization> authorization;    // who may call; null: whoever the socket admits
+};
+
+// Carries an endpoint's calls to its binding. Two gRPC services feed it:
+// - registered methods: every method path the binding has when the server is built, each a unary method taking
+//   and giving raw bytes, as a generated service does with raw callback methods. gRPC reads the request in the
+//   same batch as the call and finishes the call on the thread that answered it.
+// - a generic service for every other path: methods a reload added after the server was built, and unknown ones
+//   (answered UNIMPLEMENTED). Slower by one read batch and one hand-off to gRPC's executor per call.
+// Both look the method up in the binding of the moment, so a reload that removes a method unimplements it on both.
+class Router final {
+ public:
+  // `peers` must outlive the gRPC server these services are registered with.
+  Router(std::shared_ptr<const EndpointBinding> binding, const PeerTable* peers);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  void Bind(std::shared_ptr<const EndpointBinding> binding) { binding_.store(std::move(binding)); }
+  std::shared_ptr<const EndpointBinding> binding() const { return binding_.load(); }
+
+  // The registered methods of the binding given to the constructor (paths below /grpc. are left to gRPC's own
+  // services), and the generic service. Register both with the endpoint's server.
+  grpc::Service* methods();
+  grpc::CallbackGenericService* generic();
+
+  const PeerTable& peers() const { return *peers_; }
+
+ private:
+  class Methods;
+  class Generic;
+
+  std::atomic<std::shared_ptr<const EndpointBinding>> binding_;
+  const PeerTable* peers_;
+  std::unique_ptr<Methods> methods_;
+  std::unique_ptr<Generic> generic_;
+};
+
+}  // namespace csi_proxy::host

@@ -1,0 +1,54 @@
+// csi_proxy/plugin_base.hpp: what a group library derives from (Plugin) and what its Init receives (Host: the
+// configuration and the place to declare services).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "csi_proxy/config.hpp"
+#include "csi_proxy/service_builder.hpp"
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::sdk {
+
+// What Init receives: the configuration and the place to declare services.
+class Host {
+ public:
+  explicit Host(PluginConfig config) : config_(std::move(config)) {}
+
+  const PluginConfig& config() const { return config_; }
+
+  // Declares a service; its methods are registered with the host when Init returns successfully.
+  ServiceBuilder& AddService(std::string version, std::string service_name, std::string_view descriptor_set = {}) {
+    services_.push_back(std::make_unique<ServiceBuilder>(std::move(version), std::move(service_name), descriptor_set));
+    return *services_.back();
+  }
+
+  // The same, with the service named by its generated struct (Api::kVersion, Api::kService), whose descriptors
+  // the host then serves through gRPC reflection.
+  template <typename Api>
+  ServiceBuilder& AddService() {
+    return AddService(std::string(Api::kVersion), std::string(Api::kService), Api::DescriptorSet());
+  }
+
+  std::vector<std::unique_ptr<ServiceBuilder>>& services() { return services_; }
+
+ private:
+  PluginConfig config_;
+  std::vector<std::unique_ptr<ServiceBuilder>> services_;
+};
+
+// The base of every group library written with this layer.
+class Plugin {
+ public:
+  virtual ~Plugin() = default;
+  // Reads the configuration and declares services. A non-OK status refuses the plugin with that reason.
+  virtual Status Init(Host& host) = 0;
+  // Called after every call has completed, before the library is unloaded.
+  virtual void Shutdown() {}
+};
+
+}  // namespace csi_proxy::sdk

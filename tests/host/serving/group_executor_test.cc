@@ -1,0 +1,195 @@
+// One group's execution budget (serving/group_executor.h): how many handlers run at once, how many calls wait,
+// what is refused, and that an idle group gives its threads back.
+#include "serving/group_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace csi_proxy::host {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Holds the tasks that wait on it until it opens; counts the tasks that started.
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock lock(mu_);
+    ++started_;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return open_; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  // Waits until `n` tasks have started; false after two seconds.
+  bool AwaitStarted(int n) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, 2s, [&] { return started_ >= n; });
+  }
+  int started() {
+    std::lock_guard lock(mu_);
+    return started_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool open_ = false;
+  int started_ = 0;
+};
+
+struct Counters {
+  std::atomic<int> ran{0};
+  std::atomic<int> cancelled{0};
+};
+
+GroupExecutor::Task Blocking(const std::shared_ptr<Gate>& gate, const std::shared_ptr<Counters>& counters,
+                             std::string what = "/v1.Test/Block", size_t bytes = 0) {
+  GroupExecutor::Task task;
+  task.what = std::move(what);
+  task.bytes = bytes;
+  task.run = [gate, counters] {
+    gate->Wait();
+    ++counters->ran;
+  };
+  task.cancel = [counters] { ++counters->cancelled; };
+  return task;
+}
+
+// Polls `condition` for up to two seconds.
+template <typename Condition>
+bool Eventually(Condition condition) {
+  for (auto until = std::chrono::steady_clock::now() + 2s; std::chrono::steady_clock::now() < until;) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return condition();
+}
+
+GroupExecutor::Limits LimitsOf(int workers, size_t max_queued) {
+  GroupExecutor::Limits limits;
+  limits.workers = workers;
+  limits.max_queued = max_queued;
+  return limits;
+}
+
+TEST(GroupExecutor, AtMostItsWorkersRunAtOnceAndTheOtherCallsWait) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("disk", LimitsOf(2, 8));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+
+  ASSERT_TRUE(gate->AwaitStarted(2));
+  std::this_thread::sleep_for(50ms);  // a third worker would have started by now
+  EXPECT_EQ(gate->started(), 2);
+  GroupExecutor::Usage usage = executor.usage();
+  EXPECT_EQ(usage.running, 2);
+  EXPECT_EQ(usage.threads, 2);
+  EXPECT_EQ(usage.queued, 3u);
+
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 5; }));
+  EXPECT_EQ(counters->cancelled, 0);
+}
+
+TEST(GroupExecutor, ACallBeyondTheQueueIsRefusedNamingTheGroup) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("smb", LimitsOf(1, 1));
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());  // runs
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());  // waits
+
+  Status refused = executor.Submit(Blocking(gate, counters));
+  EXPECT_EQ(refused.code(), Code::kResourceExhausted);
+  EXPECT_NE(refused.message().find("group 'smb' is at its budget"), std::string::npos) << refused.message();
+  EXPECT_EQ(executor.usage().refused, 1u);
+
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 2; }));  // the refused call never runs
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(counters->ran, 2);
+}
+
+TEST(GroupExecutor, TheWaitingRequestsAreBoundedInBytesToo) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor::Limits limits = LimitsOf(1, 100);
+  limits.max_queued_bytes = 1000;
+  GroupExecutor executor("volume", limits);
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters, "/v1.Test/Run", 900)).ok());
+  ASSERT_TRUE(gate->AwaitStarted(1));  // running: its bytes no longer wait
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters, "/v1.Test/Wait", 900)).ok());
+
+  EXPECT_EQ(executor.Submit(Blocking(gate, counters, "/v1.Test/Big", 200)).code(), Code::kResourceExhausted);
+  EXPECT_TRUE(executor.Submit(Blocking(gate, counters, "/v1.Test/Small", 100)).ok());
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 3; }));
+}
+
+TEST(GroupExecutor, AWaitingCallNobodyWaitsForAnyMoreGivesItsPlaceUp) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("iscsi", LimitsOf(1, 1));
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+  ASSERT_TRUE(gate->AwaitStarted(1));
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  GroupExecutor::Task waiting = Blocking(gate, counters, "/v1.Test/AnsweredAtItsDeadline");
+  waiting.abandoned = [answered] { return answered->load(); };
+  ASSERT_TRUE(executor.Submit(std::move(waiting)).ok());
+  EXPECT_EQ(executor.Submit(Blocking(gate, counters)).code(), Code::kResourceExhausted);
+
+  answered->store(true);  // the waiting call was answered at its deadline
+  EXPECT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+  EXPECT_EQ(counters->cancelled, 1);  // the abandoned one, never run
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 2; }));
+}
+
+TEST(GroupExecutor, WorkersEndAfterTheIdleTimeoutSoAnIdleGroupHoldsNoThread) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor::Limits limits = LimitsOf(3, 8);
+  limits.idle_timeout = 50ms;
+  GroupExecutor executor("system", limits);
+  EXPECT_EQ(executor.usage().threads, 0);  // none before the first call
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+  ASSERT_TRUE(gate->AwaitStarted(3));
+  EXPECT_EQ(executor.usage().threads, 3);
+  gate->Open();
+
+  EXPECT_TRUE(Eventually([&] { return executor.usage().threads == 0; })) << executor.usage().threads;
+  EXPECT_EQ(counters->ran, 3);
+  // A call after that starts a worker again.
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 4; }));
+}
+
+TEST(GroupExecutor, StopCancelsWhatWaitsNamesWhatStillRunsAndTakesNoMore) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("filesystem", LimitsOf(1, 4));
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters, "/v1.Filesystem/Hangs")).ok());
+  ASSERT_TRUE(gate->AwaitStarted(1));
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters, "/v1.Filesystem/Waits")).ok());
+
+  std::vector<std::string> running = executor.Stop(std::chrono::steady_clock::now() + 100ms);
+  EXPECT_EQ(running, std::vector<std::string>{"/v1.Filesystem/Hangs"});
+  EXPECT_EQ(counters->cancelled, 1);
+  Status after = executor.Submit(Blocking(gate, counters));
+  EXPECT_EQ(after.code(), Code::kUnavailable);
+  EXPECT_NE(after.message().find("group 'filesystem' is stopping"), std::string::npos) << after.message();
+
+  gate->Open();  // the handler left running finishes on its own
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 1; }));
+}
+
+}  // namespace
+}  // namespace csi_proxy::host
