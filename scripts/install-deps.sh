@@ -11,6 +11,8 @@ build_pkgs=(
   libblkid-dev libfdisk-dev libmount-dev libsystemd-dev
   prometheus-cpp-dev grpc-proto
   clang libclang-rt-14-dev
+  # The Windows build (scripts/windows/build-deps.sh) and its tests under Wine.
+  g++-mingw-w64-x86-64-posix wine64 ninja-build dpkg-dev unicode-data
 )
 # Programs the plugins exec or the end-to-end tests use as real peers.
 runtime_pkgs=(

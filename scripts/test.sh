@@ -3,20 +3,24 @@
 # AddressSanitizer and UndefinedBehaviorSanitizer (skip that pass with --no-sanitize), then the VM lane: the
 # kernel tests (ctest label `kernel`) on Debian's stock kernel under QEMU with systemd as PID 1 (tests/vm/README.md;
 # skip it with --no-vm), then the fuzzing step: every libFuzzer target for a bounded time (scripts/fuzz.sh; skip it
-# with --no-fuzz). Tests that need root, loop devices or a kernel feature skip with a message saying what is
-# missing in the normal passes; the VM lane is where those needing cifs, iscsi_tcp or systemd run.
+# with --no-fuzz), then the Windows lane: the tree cross-built for Windows with MinGW-w64 and its tests run under
+# Wine (scripts/windows/test.sh; --no-windows skips it in a local run only, CI always runs it). Tests that need root,
+# loop devices or a kernel feature skip with a message saying what is missing in the normal passes; the VM lane is
+# where those needing cifs, iscsi_tcp or systemd run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 sanitize=1
 vm=1
 fuzz=1
+windows=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitize) sanitize=0 ;;
     --no-vm) vm=0 ;;
     --no-fuzz) fuzz=0 ;;
-    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-vm] [--no-fuzz]" >&2; exit 2 ;;
+    --no-windows) windows=0 ;;
+    *) echo "usage: scripts/test.sh [--no-sanitize] [--no-vm] [--no-fuzz] [--no-windows]" >&2; exit 2 ;;
   esac
 done
 
@@ -63,4 +67,8 @@ fi
 if [ "$fuzz" = 1 ]; then
   echo "== libFuzzer targets (clang, ASan + UBSan), 20 s each"
   bash scripts/fuzz.sh --seconds 20
+fi
+if [ "$windows" = 1 ]; then
+  echo "== Windows: cross-built with MinGW-w64, tests under Wine"
+  bash scripts/windows/test.sh
 fi

@@ -1,7 +1,7 @@
 # csi_proxy_add_plugin(): builds an API-group library the way the host expects it.
 #
 #   csi_proxy_add_plugin(<target>
-#     GROUP <group>                 # the group name; the file is lib csi-proxy-<group>.so
+#     GROUP <group>                 # the group name; the file is libcsi-proxy-<group>.so (csi-proxy-<group>.dll)
 #     [VERSION <version>]           # the library's own version (default: the project's version, if it has one)
 #     SOURCES <files...>            # the plugin's C++ sources
 #     [PROTOS <files...>]           # .proto files; each must say `option optimize_for = LITE_RUNTIME;`
@@ -87,14 +87,20 @@ function(csi_proxy_add_plugin target)
     target_compile_definitions(${target} PRIVATE CSI_PROXY_GROUP_VERSION="${P_VERSION}")
   endif()
   set_target_properties(${target} PROPERTIES
-    PREFIX "lib"
     OUTPUT_NAME "csi-proxy-${P_GROUP}"
     CXX_VISIBILITY_PRESET hidden
     C_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
-  target_link_options(${target} PRIVATE
-    "-Wl,-z,defs"
-    "-Wl,--version-script=${_CSI_PROXY_SDK_CMAKE_DIR}/csi_proxy_plugin.map")
+  if(WIN32)
+    # csi-proxy-<group>.dll; the .def file is the export list (a DLL has no undefined symbols by construction).
+    set_target_properties(${target} PROPERTIES PREFIX "")
+    target_sources(${target} PRIVATE ${_CSI_PROXY_SDK_CMAKE_DIR}/csi_proxy_plugin.def)
+  else()
+    set_target_properties(${target} PROPERTIES PREFIX "lib")
+    target_link_options(${target} PRIVATE
+      "-Wl,-z,defs"
+      "-Wl,--version-script=${_CSI_PROXY_SDK_CMAKE_DIR}/csi_proxy_plugin.map")
+  endif()
   # In the csi-proxy tree, group libraries land beside the host as in an installed tree.
   if(DEFINED CSI_PROXY_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CSI_PROXY_PLUGIN_OUTPUT_DIR})

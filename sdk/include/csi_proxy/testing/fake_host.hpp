@@ -48,7 +48,11 @@
 #include "csi_proxy/log.hpp"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
+#if defined(_WIN32)
+#include "csi_proxy/testing/library_file_windows.hpp"
+#else
 #include "csi_proxy/testing/library_file_linux.hpp"
+#endif
 
 namespace csi_proxy::sdk::testing {
 
