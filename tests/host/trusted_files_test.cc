@@ -33,6 +33,21 @@ TEST(TrustedFiles, AFileReachedThroughLinksInTrustedDirectoriesIsOpenedAndRead) 
   EXPECT_EQ(*file->ReadAll(1024), "[host]\n");
 }
 
+TEST(TrustedFiles, ARelativePathIsWalkedThroughTheWorkingDirectory) {
+  TempDir dir;
+  dir.Write("etc/csi-proxy.toml", "[host]\n");
+  const fs::path before = fs::current_path();
+  fs::current_path(dir.path());
+  auto file = OpenTrustedFile("etc/csi-proxy.toml", "the configuration file");
+  fs::permissions(dir.Sub("etc"), fs::perms::all);
+  auto open_dir = OpenTrustedFile("etc/csi-proxy.toml", "the configuration file");
+  fs::current_path(before);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(*file->ReadAll(1024), "[host]\n");
+  EXPECT_NE(open_dir.status().message().find("lies in " + dir.Sub("etc") + ", which is writable"), std::string::npos)
+      << open_dir.status().message();
+}
+
 TEST(TrustedFiles, ADirectoryOthersCanWriteToOnThePathIsRefusedByName) {
   TempDir dir;
   dir.Write("open/lib/libx.so", "x");

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -84,7 +85,11 @@ struct Walked {
 // Walks `path` down to its last component (into it as well when `into_last`), checking every directory on the way.
 // With `stop_at_missing`, a directory that does not exist ends the walk (missing) instead of failing it.
 StatusOr<Walked> Walk(const std::string& path, const std::string& what, bool into_last, bool stop_at_missing) {
-  if (path.empty() || path[0] != '/') return InvalidArgument(what + " " + path + " is not an absolute path");
+  if (path.empty()) return InvalidArgument(what + " has an empty path");
+  // A relative path (--config on the command line) is walked from the root through the working directory.
+  std::error_code ec;
+  const std::string absolute = path[0] == '/' ? path : std::filesystem::absolute(path, ec).string();
+  if (ec) return FailedPrecondition("cannot resolve " + what + " " + path + ": " + ec.message());
   struct Dir {
     Fd fd;
     std::string path;
@@ -102,7 +107,7 @@ StatusOr<Walked> Walk(const std::string& path, const std::string& what, bool int
     }
     walked.push_back({std::move(root), "/"});
   }
-  std::deque<std::string> rest = Components(path);
+  std::deque<std::string> rest = Components(absolute);
   int links = 0;
   while (!rest.empty()) {
     std::string name = std::move(rest.front());
