@@ -4,9 +4,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "temp_dir.h"
@@ -85,6 +88,31 @@ TEST(TrustedFiles, ARootStickyDirectoryIsTrustedButItsOtherUsersEntriesAreNot) {
   ASSERT_FALSE(theirs.ok());
   EXPECT_NE(theirs.status().message().find(dir.Sub("shared/theirs.toml") + " is owned by uid 65534"), std::string::npos)
       << theirs.status().message();
+}
+
+// A Kubernetes ConfigMap volume: a directory of mode 0777, mounted read-only into the container. Nobody writes on a
+// read-only mount, whatever the modes say.
+TEST(TrustedFiles, AnOpenDirectoryOnAReadOnlyMountIsTrusted) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to bind-mount";
+  TempDir dir;
+  dir.Write("volume/..data/csi-proxy.toml", "[host]\n");
+  fs::permissions(dir.Sub("volume"), fs::perms::all);
+  fs::create_symlink("..data/csi-proxy.toml", dir.Sub("volume/csi-proxy.toml"));
+  const std::string mounted = dir.MakeDir("etc-csi-proxy");
+  if (mount(dir.Sub("volume").c_str(), mounted.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      mount(nullptr, mounted.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+    GTEST_SKIP() << "cannot make a read-only bind mount: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mounted};
+  auto file = OpenTrustedFile(mounted + "/csi-proxy.toml", "the configuration file");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(*file->ReadAll(1024), "[host]\n");
+  // The same directory where it can be written is refused.
+  EXPECT_EQ(OpenTrustedFile(dir.Sub("volume/csi-proxy.toml"), "the configuration file").status().code(),
+            Code::kPermissionDenied);
 }
 
 TEST(TrustedFiles, AFileOthersCanWriteIsRefused) {

@@ -45,9 +45,9 @@ class TrustedFile {
 
 // Opens `path` to read: every directory on the way (symlinks followed through directories that passed) and the
 // file itself must be owned by root or the host's own user and be writable by nobody else (a directory with the
-// sticky bit, as /tmp, may be writable by others when it is root's). PERMISSION_DENIED naming the file or the
-// directory and what is wrong with it; NOT_FOUND when it does not exist. `what` names the file in messages ("the
-// library", "the configuration file").
+// sticky bit, as /tmp, may be writable by others when it is root's; on a read-only mount, modes do not matter).
+// PERMISSION_DENIED naming the file or the directory and what is wrong with it; NOT_FOUND when it does not exist.
+// `what` names the file in messages ("the library", "the configuration file").
 StatusOr<TrustedFile> OpenTrustedFile(const std::string& path, const std::string& what);
 
 // Opens the file `path` to append to (the audit log), created 0600 when missing, with the same checks on its

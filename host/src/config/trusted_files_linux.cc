@@ -4,6 +4,7 @@
 // check is never the one the next step opens.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,13 +46,17 @@ std::string Mode(mode_t mode) {
   return buf;
 }
 
-// Why `st` is not to be trusted, or "" when it is.
-std::string Untrusted(const struct stat& st) {
+// Why the open file `fd` (whose fstat is `st`) is not to be trusted, or "" when it is.
+std::string Untrusted(int fd, const struct stat& st) {
   if (st.st_uid != 0 && st.st_uid != geteuid()) return "is owned by uid " + std::to_string(st.st_uid);
   bool writable_by_others = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
   // In a sticky directory owned by root (/tmp) nobody can rename or remove another user's entry; the entries met
   // further on are checked in their turn.
   if (S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) && st.st_uid == 0) writable_by_others = false;
+  // On a read-only mount nobody writes, whatever the mode says (a Kubernetes ConfigMap volume's directory is 0777,
+  // mounted read-only into the container).
+  struct statvfs fs {};
+  if (writable_by_others && fstatvfs(fd, &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0) writable_by_others = false;
   if (writable_by_others) return "is writable by its group or by others (mode " + Mode(st.st_mode) + ")";
   return "";
 }
@@ -102,7 +107,7 @@ StatusOr<Walked> Walk(const std::string& path, const std::string& what, bool int
     if (root.get() < 0 || fstat(root.get(), &st) != 0) {
       return Internal("cannot open / to check " + what + " " + path + ": " + ErrnoText(errno));
     }
-    if (std::string why = Untrusted(st); check && !why.empty()) {
+    if (std::string why = Untrusted(root.get(), st); check && !why.empty()) {
       return PermissionDenied(what + " " + path + " lies in /, which " + why + kUntrustedHint);
     }
     walked.push_back({std::move(root), "/"});
@@ -153,7 +158,7 @@ StatusOr<Walked> Walk(const std::string& path, const std::string& what, bool int
     }
     if (last && !into_last) return Walked{std::move(walked.back().fd), walked.back().path, name};
     if (!S_ISDIR(st.st_mode)) return FailedPrecondition(what + " " + path + ": " + shown + " is not a directory");
-    if (std::string why = Untrusted(st); check && !why.empty()) {
+    if (std::string why = Untrusted(entry.get(), st); check && !why.empty()) {
       return PermissionDenied(what + " " + path + (last ? " " + why : " lies in " + shown + ", which " + why) +
                               "; anyone who can write there can replace it" + kUntrustedHint);
     }
@@ -170,8 +175,9 @@ Status CheckOpenFile(int fd, const std::string& path, const std::string& what, b
     return FailedPrecondition(what + " " + path + " is not a " + (regular_only ? "regular file" : "file or a FIFO"));
   }
   if (UntrustedFilesAllowed()) return Status::Ok();
-  if (std::string why = Untrusted(st); !why.empty())
+  if (std::string why = Untrusted(fd, st); !why.empty()) {
     return PermissionDenied(what + " " + path + " " + why + kUntrustedHint);
+  }
   return Status::Ok();
 }
 
