@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
@@ -163,7 +164,10 @@ TEST_F(Authorization, ARefusedCallIsPermissionDeniedNamingUidAndGroupAndNeverRea
   EXPECT_EQ(EchoCallsSeenByTheLibrary(host), 0);
   EXPECT_NE(host.log().find("refused a call: uid 65534 (gid 65534) may not call /v1.Echo/Echo"), std::string::npos)
       << host.log();
-  // The audit log (here on standard error) records the refusal.
+  // The audit log (here on standard error) records the refusal, from its writer thread a moment after the answer.
+  for (int i = 0; i < 500 && host.log().find("method=/v1.Echo/Echo pid=") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_NE(host.log().find("method=/v1.Echo/Echo pid="), std::string::npos) << host.log();
   EXPECT_NE(host.log().find("uid=65534 gid=65534 code=PERMISSION_DENIED"), std::string::npos) << host.log();
 
