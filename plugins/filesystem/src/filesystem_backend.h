@@ -58,8 +58,8 @@ class FilesystemBackend {
   virtual StatusOr<bool> IsSymlink(const common::ConfinedPath& path) = 0;
 };
 
-// The platform's backend (defined in filesystem_backend_linux.cc or filesystem_backend_windows.cc). `policy` is the one the service checks
-// paths with.
+// The platform's backend (defined in filesystem_backend_linux.cc or filesystem_backend_windows.cc). `policy` is the one
+// the service checks paths with.
 std::unique_ptr<FilesystemBackend> MakeFilesystemBackend(common::PathPolicy policy, FilesystemOptions options);
 
 }  // namespace csi_proxy::filesystem
