@@ -26,7 +26,9 @@ const std::vector<uint8_t> kRecordedUnderWine = {
     0x05, 0x00, 0x02, 0x00, 0x0a, 0x00, 0x00, 0x00, 0x20, 0x14, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7f, 0x04, 0x05, 0x00, 0x00, 0x00};
 
-void Append(std::vector<uint8_t>& out, std::initializer_list<uint8_t> bytes) { out.insert(out.end(), bytes); }
+void Append(std::vector<uint8_t>& out, std::initializer_list<uint8_t> bytes) {
+  for (uint8_t b : bytes) out.push_back(b);
+}
 void AppendStrings(std::vector<uint8_t>& out, std::initializer_list<std::string> strings) {
   for (const std::string& s : strings) {
     out.insert(out.end(), s.begin(), s.end());
