@@ -1,4 +1,5 @@
 // The system group's Linux-only keys: how to reach systemd, and where the BIOS serial is read from.
+#include "csi_proxy/config.hpp"
 #include "system_backend.h"
 
 namespace csi_proxy::system {

@@ -9,8 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include "csi_proxy/config.hpp"
 #include "csi_proxy/status.hpp"
+
+namespace csi_proxy::sdk {
+class PluginConfig;
+}
 
 namespace csi_proxy::system {
 

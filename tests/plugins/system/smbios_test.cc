@@ -46,7 +46,7 @@ std::vector<uint8_t> VmTable(uint8_t serial_index = 4) {
   AppendStrings(t, {"Google", "Google", "10/23/2024"});
   Append(t, {0x01, 0x1b, 0x01, 0x00, 0x01, 0x02, 0x03, serial_index, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66,
              0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee,         0xff, 0x00, 0x06, 0x05, 0x06});
-  AppendStrings(t, {"Google", "Google Compute Engine", "", "GoogleCloud-2F3C9A7E1D5B", "SKU", "Family"});
+  AppendStrings(t, {"Google", "Google Compute Engine", "pc-q35", "GoogleCloud-2F3C9A7E1D5B", "SKU", "Family"});
   Append(t, {0x7f, 0x04, 0xff, 0xff});
   AppendStrings(t, {});
   return t;
