@@ -61,6 +61,8 @@ Status Win32Status(DWORD error, const std::string& what) {
     case ERROR_DEPENDENT_SERVICES_RUNNING:
     case ERROR_SERVICE_MARKED_FOR_DELETE:
       return FailedPrecondition(std::move(message));
+    case ERROR_SERVICE_DATABASE_LOCKED:  // the SCM is busy starting another service: worth asking again
+      return Unavailable(std::move(message));
     case ERROR_INVALID_NAME:
     case ERROR_BAD_PATHNAME:
     case ERROR_FILENAME_EXCED_RANGE:

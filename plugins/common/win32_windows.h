@@ -49,7 +49,8 @@ std::string Win32Message(std::string_view what, DWORD error);
 
 // "what: <message>" with a gRPC code chosen from the Win32 error: not found NOT_FOUND, exists ALREADY_EXISTS,
 // access denied / privilege not held PERMISSION_DENIED, directory not empty / sharing violation / not a
-// directory / not supported FAILED_PRECONDITION, bad name / too long INVALID_ARGUMENT, anything else INTERNAL.
+// directory / not supported FAILED_PRECONDITION, bad name / too long INVALID_ARGUMENT, the service database
+// locked UNAVAILABLE, anything else INTERNAL.
 Status Win32Status(DWORD error, const std::string& what);
 // The same for an NTSTATUS (native API calls), through its Win32 error.
 Status NtStatusToStatus(NTSTATUS status, const std::string& what);

@@ -449,12 +449,15 @@ TEST_F(SystemDll, AServiceIsQueriedStartedAndStoppedThroughTheScm) {
 
   EXPECT_TRUE(Stop("csi-proxy-test-svc").ok());  // stopped already: left alone
   // Wine 8's SCM times service starts out after 10 s, and here even its own drivers' starts time out at boot
-  // (MountMgr, winebus, wineusb: error 1053), while it is still starting them one at a time after wineboot
-  // returns; the service process then connects late, and a start asked for again finds it. So a start that
-  // timed out is asked for again, for up to two minutes. On Windows a timeout is the service's own failure.
+  // (MountMgr, winebus, wineusb: error 1053), while it is still starting them one at a time, holding its
+  // database lock (error 1055), after wineboot returns; the service process then connects late, and a start
+  // asked for again finds it. So such a start is asked for again, for up to two minutes. On Windows a timeout
+  // is the service's own failure.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   auto started = Start("csi-proxy-test-svc");
-  while (started.message.find("(error 1053)") != std::string::npos && std::chrono::steady_clock::now() < give_up) {
+  while ((started.message.find("(error 1053)") != std::string::npos ||
+          started.message.find("(error 1055)") != std::string::npos) &&
+         std::chrono::steady_clock::now() < give_up) {
     std::cerr << "Wine's SCM timed out starting the service; asking again\n";
     started = Start("csi-proxy-test-svc");
   }
