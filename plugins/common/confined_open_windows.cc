@@ -3,7 +3,6 @@
 
 #include <winioctl.h>
 
-#include <cstring>
 #include <deque>
 #include <vector>
 
@@ -15,14 +14,6 @@ namespace {
 // Links followed before giving up, as on Linux (Windows itself stops at 63 reparse points).
 constexpr int kMaxLinks = 40;
 
-// The fixed part of REPARSE_DATA_BUFFER (tag, data length, reserved) and of its symlink / mount point variants
-// (four USHORT name offsets and lengths, and the symlink's ULONG flags); read by offset, so nothing depends on
-// how a header declares the union.
-constexpr size_t kReparseHeaderSize = 8;
-constexpr ULONG kSymlinkFlagRelative = 1;  // SYMLINK_FLAG_RELATIVE
-
-constexpr std::wstring_view kNtPrefix = L"\\??\\";
-
 // The NTSTATUS values the walk tells apart (ntstatus.h is not part of every toolchain's Win32 headers).
 constexpr NTSTATUS kStatusObjectNameInvalid = static_cast<NTSTATUS>(0xC0000033);
 constexpr NTSTATUS kStatusObjectNameNotFound = static_cast<NTSTATUS>(0xC0000034);
@@ -30,64 +21,10 @@ constexpr NTSTATUS kStatusObjectPathNotFound = static_cast<NTSTATUS>(0xC000003A)
 constexpr NTSTATUS kStatusDeletePending = static_cast<NTSTATUS>(0xC0000056);
 constexpr NTSTATUS kStatusNotADirectory = static_cast<NTSTATUS>(0xC0000103);
 
-bool StartsWithIgnoringCase(std::wstring_view text, std::wstring_view prefix) {
-  return text.size() >= prefix.size() &&
-         ::CompareStringOrdinal(text.data(), static_cast<int>(prefix.size()), prefix.data(),
-                                static_cast<int>(prefix.size()), TRUE) == CSTR_EQUAL;
-}
-
+// As the file system compares names (CompareStringOrdinal with its case table, not a locale's).
 bool EqualIgnoringCase(std::wstring_view a, std::wstring_view b) {
-  return a.size() == b.size() && StartsWithIgnoringCase(a, b);
-}
-
-// "\??\Volume{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}\": a volume's root, the target of a volume mount point.
-bool IsVolumeRootName(std::wstring_view target) {
-  constexpr std::wstring_view kVolume = L"\\??\\Volume{";
-  return target.size() == kVolume.size() + 36 + 2 && StartsWithIgnoringCase(target, kVolume) &&
-         target.substr(target.size() - 2) == L"}\\";
-}
-
-std::optional<ReparsePoint> ParseReparseData(const std::vector<unsigned char>& data, size_t size) {
-  auto u16 = [&](size_t at) -> USHORT {
-    USHORT v;
-    std::memcpy(&v, data.data() + at, sizeof v);
-    return v;
-  };
-  auto u32 = [&](size_t at) -> ULONG {
-    ULONG v;
-    std::memcpy(&v, data.data() + at, sizeof v);
-    return v;
-  };
-  if (size < kReparseHeaderSize) return std::nullopt;
-  ReparsePoint point;
-  point.tag = u32(0);
-  size_t names;  // where the path buffer starts
-  if (point.tag == IO_REPARSE_TAG_SYMLINK) {
-    names = kReparseHeaderSize + 12;
-  } else if (point.tag == IO_REPARSE_TAG_MOUNT_POINT) {
-    names = kReparseHeaderSize + 8;
-  } else {
-    return point;  // kOther
-  }
-  if (size < names) return std::nullopt;
-  const size_t offset = u16(kReparseHeaderSize), length = u16(kReparseHeaderSize + 2);
-  if (names + offset + length > size || offset % 2 != 0 || length % 2 != 0) return std::nullopt;
-  std::wstring target(length / 2, L'\0');
-  std::memcpy(target.data(), data.data() + names + offset, length);
-  if (point.tag == IO_REPARSE_TAG_SYMLINK) {
-    point.kind = ReparsePoint::Kind::kSymlink;
-    point.relative = (u32(kReparseHeaderSize + 8) & kSymlinkFlagRelative) != 0;
-  } else if (IsVolumeRootName(target)) {
-    point.kind = ReparsePoint::Kind::kVolumeMountPoint;
-    target.replace(0, kNtPrefix.size(), L"\\\\?\\");
-    point.target = std::move(target);
-    return point;
-  } else {
-    point.kind = ReparsePoint::Kind::kJunction;
-  }
-  if (!point.relative && StartsWithIgnoringCase(target, kNtPrefix)) target.erase(0, kNtPrefix.size());
-  point.target = std::move(target);
-  return point;
+  return ::CompareStringOrdinal(a.data(), static_cast<int>(a.size()), b.data(), static_cast<int>(b.size()), TRUE) ==
+         CSTR_EQUAL;
 }
 
 StatusOr<UniqueHandle> OpenRootDir(const std::string& root) {
@@ -179,7 +116,7 @@ class Walker {
         CSI_PROXY_RETURN_IF_ERROR(QueueLinkTarget(point, todo));
         continue;
       }
-      if (info.reparse && IsReparseTagNameSurrogate(info.reparse->tag)) {
+      if (info.reparse && info.reparse->names_another_object()) {
         return Escape("through a reparse point of a kind that is not followed");
       }
       CSI_PROXY_RETURN_IF_ERROR(CheckDirectlyInside(stack_.back().get(), handle.get(), policy_, field_, path_.path));
@@ -229,10 +166,11 @@ class Walker {
   // A volume mount point met on the way: the volume's root, when the mount manager put it here.
   StatusOr<UniqueHandle> EnterVolume(const ReparsePoint& point, const std::wstring& name) {
     CSI_PROXY_ASSIGN_OR_RETURN(std::wstring here, DosPathOf(stack_.back().get(), name));
-    if (!MountManagerListsMountPoint(point.target, here + L"\\")) {
+    const std::wstring volume = ToWide(point.target);
+    if (!MountManagerListsMountPoint(volume, here + L"\\")) {
       return Escape("through a junction to a volume that is not mounted there");
     }
-    HANDLE h = ::CreateFileW(point.target.c_str(), FILE_READ_ATTRIBUTES | FILE_LIST_DIRECTORY | SYNCHRONIZE,
+    HANDLE h = ::CreateFileW(volume.c_str(), FILE_READ_ATTRIBUTES | FILE_LIST_DIRECTORY | SYNCHRONIZE,
                              FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
                              FILE_FLAG_BACKUP_SEMANTICS, nullptr);
     if (h == INVALID_HANDLE_VALUE) return Win32Status(::GetLastError(), Describe("entering the volume mounted on"));
@@ -241,7 +179,7 @@ class Walker {
 
   // A symlink's or junction's target, queued in place of the link (as the Linux walker does with a link's text).
   Status QueueLinkTarget(const ReparsePoint& point, std::deque<Step>& todo) {
-    const std::string target = WideToUtf8(point.target);
+    const std::string target = WideToUtf8(ToWide(point.target));
     std::vector<std::string> parts;
     if (point.relative) {
       if (target.empty() || target.front() == '\\' || target.front() == '/') {
@@ -305,13 +243,13 @@ StatusOr<EntryInfo> ReadEntryInfo(HANDLE handle, const std::string& shown) {
   EntryInfo info;
   info.attributes = tag.FileAttributes;
   if ((tag.FileAttributes & FILE_ATTRIBUTE_REPARSE_POINT) == 0) return info;
-  std::vector<unsigned char> data(MAXIMUM_REPARSE_DATA_BUFFER_SIZE);
+  std::vector<uint8_t> data(MAXIMUM_REPARSE_DATA_BUFFER_SIZE);
   DWORD size = 0;
   if (!::DeviceIoControl(handle, FSCTL_GET_REPARSE_POINT, nullptr, 0, data.data(), static_cast<DWORD>(data.size()),
                          &size, nullptr)) {
     return Win32Status(::GetLastError(), "reading the reparse point " + QuotePath(shown));
   }
-  info.reparse = ParseReparseData(data, size);
+  info.reparse = ParseReparsePoint(std::span<const uint8_t>(data.data(), size));
   if (!info.reparse) return Internal("the reparse point " + QuotePath(shown) + " holds malformed data");
   return info;
 }

@@ -27,6 +27,7 @@
 
 #include "csi_proxy/status.hpp"
 #include "path_policy.h"
+#include "reparse_data.h"
 #include "win32_windows.h"
 
 namespace csi_proxy::common {
@@ -58,17 +59,6 @@ StatusOr<UniqueHandle> OpenCreatingDirs(const PathPolicy& policy, const Confined
 // FILE_OPEN_REPARSE_POINT added to `options`). Returns the NTSTATUS; `out` holds the handle on success.
 NTSTATUS OpenBelow(HANDLE dir, std::wstring_view name, ACCESS_MASK access, ULONG options, UniqueHandle& out,
                    ULONG disposition = FILE_OPEN, ULONG share = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE);
-
-// What a reparse point is.
-struct ReparsePoint {
-  enum class Kind { kSymlink, kJunction, kVolumeMountPoint, kOther };
-  Kind kind = Kind::kOther;
-  ULONG tag = 0;
-  // kSymlink and kJunction: the target as a path ("C:\\x" for an absolute one, without the "\\??\\" prefix);
-  // kVolumeMountPoint: the volume's name ("\\\\?\\Volume{GUID}\\").
-  std::wstring target;
-  bool relative = false;  // a symlink whose target is relative to the directory holding it
-};
 
 // The attributes of an open object (FILE_ATTRIBUTE_*), and its reparse point if it is one.
 struct EntryInfo {

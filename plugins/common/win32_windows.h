@@ -44,6 +44,9 @@ StatusOr<std::wstring> Utf8ToWide(std::string_view text);
 // UTF-16 to UTF-8; unpaired surrogates become U+FFFD.
 std::string WideToUtf8(std::wstring_view text);
 
+// Portable UTF-16 (reparse_data.h) as Win32's, whose wchar_t is the same 16 bits.
+inline std::wstring ToWide(std::u16string_view text) { return std::wstring(text.begin(), text.end()); }
+
 // "what: <the system's message> (error N)".
 std::string Win32Message(std::string_view what, DWORD error);
 

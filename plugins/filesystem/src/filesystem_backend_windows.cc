@@ -160,7 +160,8 @@ void RemoveNamed(HANDLE dir, const std::wstring& name, const std::string& shown,
       if (Status deleted = DeleteMountPoint(dir, name, shown); !deleted.ok()) return problems.Add(deleted);
       if (walk.log != nullptr && *walk.log) {
         (*walk.log)(sdk::LogLevel::kInfo, "removed the volume mount point " + QuotePath(shown) + " (volume " +
-                                              common::WideToUtf8(info->reparse->target) + ", a forced Rmdir)");
+                                              common::WideToUtf8(common::ToWide(info->reparse->target)) +
+                                              ", a forced Rmdir)");
       }
       continue;  // a plain empty directory now: removed on the next pass
     }
@@ -220,31 +221,6 @@ void EnableSymlinkPrivilege() {
     }
     ::CloseHandle(token);
   });
-}
-
-// A symlink's reparse data with an absolute target, as CreateSymbolicLink writes it: the substitute name
-// "\??\C:\..." and the print name "C:\...".
-std::vector<unsigned char> SymlinkReparseData(const std::wstring& target) {
-  const std::wstring substitute = L"\\??\\" + target;
-  const size_t substitute_bytes = substitute.size() * sizeof(wchar_t);
-  const size_t print_bytes = target.size() * sizeof(wchar_t);
-  const size_t data_length = 12 + substitute_bytes + print_bytes;
-  std::vector<unsigned char> data(8 + data_length, 0);
-  auto put16 = [&](size_t at, size_t v) {
-    USHORT x = static_cast<USHORT>(v);
-    std::memcpy(data.data() + at, &x, sizeof x);
-  };
-  ULONG tag = IO_REPARSE_TAG_SYMLINK;
-  std::memcpy(data.data(), &tag, sizeof tag);
-  put16(4, data_length);
-  put16(8, 0);                  // substitute name offset
-  put16(10, substitute_bytes);  // substitute name length
-  put16(12, substitute_bytes);  // print name offset
-  put16(14, print_bytes);       // print name length
-  // Flags (offset 16) stay 0: an absolute target.
-  std::memcpy(data.data() + 20, substitute.data(), substitute_bytes);
-  std::memcpy(data.data() + 20 + substitute_bytes, target.data(), print_bytes);
-  return data;
 }
 
 class WindowsFilesystemBackend final : public FilesystemBackend {
@@ -348,7 +324,7 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
     if (status < 0) return common::NtStatusToStatus(status, "creating symlink " + QuotePath(link.path));
 
     EnableSymlinkPrivilege();
-    std::vector<unsigned char> data = SymlinkReparseData(target);
+    std::vector<uint8_t> data = common::AbsoluteSymlinkData(std::u16string(target.begin(), target.end()));
     DWORD ignored = 0;
     if (::DeviceIoControl(created.get(), FSCTL_SET_REPARSE_POINT, data.data(), static_cast<DWORD>(data.size()), nullptr,
                           0, &ignored, nullptr)) {
