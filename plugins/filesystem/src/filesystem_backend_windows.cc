@@ -6,12 +6,12 @@
 #include <windows.h>
 #include <winioctl.h>
 
-#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "confined_open_windows.h"
 #include "filesystem_backend.h"
+#include "removal_problems.h"
 #include "text.h"
 #include "win32_windows.h"
 
@@ -28,8 +28,6 @@ using common::Win32Status;
 
 // Deeper trees are not removed (each level holds a handle while the walk is inside it).
 constexpr int kMaxDepth = 512;
-// At most this many problems are spelled out in one error message; the rest are counted.
-constexpr size_t kMaxReported = 8;
 
 // FileDispositionInfoEx (Windows 10 1607 and later); MinGW's header hides it behind a version test no
 // _WIN32_WINNT value passes.
@@ -45,27 +43,6 @@ bool IsMissing(NTSTATUS status) {
   return status == kStatusObjectNameNotFound || status == kStatusObjectPathNotFound || status == kStatusDeletePending ||
          status == kStatusNoSuchFile;
 }
-
-// What a removal walk could not remove, as on Linux.
-class Problems {
- public:
-  void Add(Status status) {
-    ++count_;
-    if (shown_.size() < kMaxReported) shown_.push_back(std::move(status));
-  }
-  size_t count() const { return count_; }
-  Status Summary() const {
-    if (count_ == 0) return Status::Ok();
-    std::string message;
-    for (const Status& s : shown_) message += (message.empty() ? "" : "; ") + s.message();
-    if (count_ > shown_.size()) message += "; and " + std::to_string(count_ - shown_.size()) + " more";
-    return Status(shown_.front().code(), message);
-  }
-
- private:
-  size_t count_ = 0;
-  std::vector<Status> shown_;
-};
 
 // Marks an open entry for deletion: POSIX semantics where the file system has them (the name goes at once, so
 // the directory above can be removed right after), else the classic disposition (the name goes when the last
@@ -133,7 +110,7 @@ Status DeleteMountPoint(HANDLE dir, const std::wstring& name, const std::string&
 
 // A removal walk: what it could not remove, and the policy its checks report against.
 struct Walk {
-  Problems problems;
+  RemovalProblems problems;
   const common::PathPolicy* policy = nullptr;
   const sdk::LogSink* log = nullptr;
 };
@@ -143,7 +120,7 @@ void RemoveChildren(HANDLE dir, const std::string& shown, int depth, Walk& walk)
 // Removes `name` in `dir` and, for a plain directory, everything below it. Links are removed, never followed;
 // volume mount points are removed as mount points, never entered.
 void RemoveNamed(HANDLE dir, const std::wstring& name, const std::string& shown, int depth, Walk& walk) {
-  Problems& problems = walk.problems;
+  RemovalProblems& problems = walk.problems;
   for (int attempt = 0; attempt < 4; ++attempt) {
     // Held without FILE_SHARE_DELETE: while the walk is inside a directory, neither it nor one above it can be
     // renamed, so the paths DeleteMountPoint builds stay true.
