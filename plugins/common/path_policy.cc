@@ -111,6 +111,10 @@ std::vector<std::string> SplitPath(std::string_view path, PathSyntax syntax) {
 
 std::vector<std::string> PathPolicy::Split(std::string_view path) const { return SplitPath(path, syntax_); }
 
+std::string PathPolicy::SameObjectKey(const ConfinedPath& path) const {
+  return syntax_ == PathSyntax::kWindows ? AsciiLower(path.path) : path.path;
+}
+
 Status PathPolicy::Add(std::string_view dir, bool link_target_only, const char* kind) {
   if (dir.empty()) return Status::Ok();
   std::optional<std::vector<std::string>> raw = AbsoluteParts(dir, syntax_);

@@ -73,6 +73,10 @@ class PathPolicy {
   // by component; nullopt when it starts with none. With `include_link_targets`, link target dirs count too.
   std::optional<RootedText> SplitAtRoot(std::string_view absolute, bool include_link_targets = false) const;
 
+  // One key for every spelling of the same confined path, for per-path locks: the normalized path, in ASCII lower
+  // case for the Windows syntax (whose components compare case-insensitively).
+  std::string SameObjectKey(const ConfinedPath& path) const;
+
   // The components of a normalized path's part (ConfinedPath::relative, a link's relative text) in this syntax.
   std::vector<std::string> Split(std::string_view path) const;
   PathSyntax syntax() const { return syntax_; }

@@ -193,6 +193,16 @@ TEST(WindowsPathPolicy, RootsMatchCaseInsensitivelyAndKeepTheirConfiguredSpellin
   EXPECT_TRUE(WindowsPolicy().Confine("d:\\CSI\\Work").ok());
 }
 
+TEST(WindowsPathPolicy, EverySpellingOfAPathHasOneLockKey) {
+  auto a = WindowsPolicy().Confine("C:\\var\\lib\\kubelet\\Pods\\X");
+  auto b = WindowsPolicy().Confine("c:/VAR/lib/kubelet/pods/x/");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(WindowsPolicy().SameObjectKey(*a), WindowsPolicy().SameObjectKey(*b));
+  auto upper = Policy().Confine("/var/lib/kubelet/Pods");
+  auto lower = Policy().Confine("/var/lib/kubelet/pods");
+  EXPECT_NE(Policy().SameObjectKey(*upper), Policy().SameObjectKey(*lower));  // two objects on Linux
+}
+
 TEST(WindowsPathPolicy, PrefixTricksAreNotUnderTheRoot) {
   for (const char* p : {"C:\\var\\lib\\kubelet-evil\\x", "C:\\var\\lib\\kubeletX", "C:\\var\\lib", "C:\\",
                         "E:\\var\\lib\\kubelet\\x", "C:\\ProgramData\\csi-proxy\\smb\\share"}) {
