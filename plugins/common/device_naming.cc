@@ -31,20 +31,25 @@ std::string SelectPage83Identifier(std::string_view page) {
     uint8_t association = (byte(off + 1) >> 4) & 0x03;
     size_t length = byte(off + 3);
     if (off + 4 + length > end) break;
-    std::string_view designator = page.substr(off + 4, length);
-    if (association == 0 && code_set == 1) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      std::string hex;
-      for (unsigned char c : designator) {
-        hex.push_back(kHex[c >> 4]);
-        hex.push_back(kHex[c & 0x0f]);
-      }
-      return hex;
-    }
-    if (association == 0 && code_set == 2) return std::string(designator);
+    if (auto text = Page83Text(code_set, association, page.substr(off + 4, length))) return *text;
     off += 4 + length;
   }
   return {};
+}
+
+std::optional<std::string> Page83Text(uint32_t code_set, uint32_t association, std::string_view designator) {
+  if (association != 0) return std::nullopt;
+  if (code_set == 1) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string hex;
+    for (unsigned char c : designator) {
+      hex.push_back(kHex[c >> 4]);
+      hex.push_back(kHex[c & 0x0f]);
+    }
+    return hex;
+  }
+  if (code_set == 2) return std::string(designator);
+  return std::nullopt;
 }
 
 std::string ParseVpdSerial(std::string_view page) {

@@ -1,8 +1,10 @@
-// The filesystem and system groups as Windows DLLs (csi-proxy-filesystem.dll, csi-proxy-system.dll), each loaded
-// into the SDK's fake host and called through the real C ABI under Wine: every method of every version, the
-// confinement rules (`..`, prefix and case tricks, paths that are not drive paths), links the system follows by
-// itself (Wine's host symlinks, planted by plant_links.sh before the run), and the system group against Wine's
-// Service Control Manager (a throwaway service made here and deleted afterwards) and its SMBIOS table.
+// The filesystem, system and disk groups as Windows DLLs (csi-proxy-filesystem.dll, csi-proxy-system.dll,
+// csi-proxy-disk.dll), each loaded into the SDK's fake host and called through the real C ABI under Wine: every
+// method of every version, the confinement rules (`..`, prefix and case tricks, paths that are not drive paths),
+// links the system follows by itself (Wine's host symlinks, planted by plant_links.sh before the run), the system
+// group against Wine's Service Control Manager (a throwaway service made here and deleted afterwards) and its
+// SMBIOS table, and the disk group against Wine's disk: its reads answer from Wine's device, its writes say what
+// Wine lacks (the Storage Management API's WMI classes) and change nothing.
 //
 // What Wine cannot show (it has no reparse points: CreateSymbolicLink does nothing there and
 // FSCTL_SET_REPARSE_POINT is not supported) is asserted as such: CreateSymlink fails cleanly and leaves nothing.
@@ -17,12 +19,18 @@
 #include <string>
 
 #include "csi_proxy/testing/fake_host.hpp"
+#include "v1/disk.pb.h"
 #include "v1/filesystem.pb.h"
+#include "v1alpha1/disk.pb.h"
 #include "v1alpha1/filesystem.pb.h"
 #include "v1alpha1/system.pb.h"
+#include "v1beta1/disk.pb.h"
 #include "v1beta1/filesystem.pb.h"
+#include "v1beta2/disk.pb.h"
 #include "v1beta2/filesystem.pb.h"
+#include "v1beta3/disk.pb.h"
 #include "v2alpha1/filesystem.pb.h"
+#include "wmi_windows.h"
 
 namespace {
 
@@ -492,6 +500,133 @@ TEST_F(SystemDll, TheBiosSerialIsTheSmbiosSystemSerial) {
   std::string expected;
   if (dmi) std::getline(dmi, expected);
   EXPECT_EQ(resp.serial_number(), expected);
+}
+
+// ---- The disk group
+
+class DiskDll : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(host_.Load(DISK_LIBRARY).ok());
+    ASSERT_TRUE(host_.Negotiate().ok());
+    auto status = host_.Init("");
+    ASSERT_TRUE(status.ok()) << status.message();
+  }
+  void TearDown() override {
+    host_.Shutdown();
+    EXPECT_TRUE(host_.violations().empty());
+  }
+
+  // The size Wine's WMI reports for disk 0 (Win32_DiskDrive), a second source for what the IOCTLs say.
+  static uint64_t WmiDiskSize() {
+    auto session = csi_proxy::common::ConnectWmi(csi_proxy::common::wmi::kCimV2Namespace);
+    if (!session.ok()) return 0;
+    auto disks = (*session)->Execute({"Win32_DiskDrive", {"Index", "Size"}, {{"Index", "=", int64_t{0}}}});
+    if (!disks.ok() || disks->empty()) return 0;
+    auto size = disks->front().GetUint("Size");
+    return size.ok() ? *size : 0;
+  }
+
+  FakeHost host_;
+};
+
+TEST_F(DiskDll, ReadsAnswerFromWinesDisk) {
+  v1::ListDiskIDsResponse ids;
+  auto listed = host_.Call("/v1.Disk/ListDiskIDs", v1::ListDiskIDsRequest(), &ids);
+  ASSERT_TRUE(listed.ok()) << listed.Describe();
+  ASSERT_TRUE(ids.diskids().count(0)) << "Wine's \\\\.\\PhysicalDrive0";
+  // Wine's disk answers no device id query and has no serial in its descriptor.
+  EXPECT_EQ(ids.diskids().at(0).page83(), "");
+  EXPECT_EQ(ids.diskids().at(0).serial_number(), "");
+
+  v1::ListDiskLocationsResponse locations;
+  ASSERT_TRUE(host_.Call("/v1.Disk/ListDiskLocations", v1::ListDiskLocationsRequest(), &locations).ok());
+  EXPECT_TRUE(locations.disk_locations().empty()) << "Wine's disk has no SCSI address";
+
+  v1::GetDiskStatsRequest stats;
+  stats.set_disk_number(0);
+  v1::GetDiskStatsResponse size;
+  auto sized = host_.Call("/v1.Disk/GetDiskStats", stats, &size);
+  ASSERT_TRUE(sized.ok()) << sized.Describe();
+  EXPECT_GT(size.total_bytes(), 0);
+  EXPECT_EQ(static_cast<uint64_t>(size.total_bytes()), WmiDiskSize());
+  stats.set_disk_number(7);
+  EXPECT_EQ(host_.Call("/v1.Disk/GetDiskStats", stats, &size).code, Code::kNotFound);
+
+  // Wine's disk driver keeps no disk attributes: the state is unknown, and said so.
+  v1::GetDiskStateRequest state;
+  state.set_disk_number(0);
+  v1::GetDiskStateResponse online;
+  auto got = host_.Call("/v1.Disk/GetDiskState", state, &online);
+  EXPECT_EQ(got.code, Code::kUnimplemented) << got.Describe();
+  EXPECT_NE(got.message.find("IOCTL_DISK_GET_DISK_ATTRIBUTES"), std::string::npos) << got.message;
+}
+
+TEST_F(DiskDll, OlderVersionsReadTheSameDisk) {
+  v1beta3::ListDiskIDsResponse v1beta3_ids;
+  ASSERT_TRUE(host_.Call("/v1beta3.Disk/ListDiskIDs", v1beta3::ListDiskIDsRequest(), &v1beta3_ids).ok());
+  EXPECT_TRUE(v1beta3_ids.diskids().count(0));
+  v1beta2::DiskStatsRequest v1beta2_stats;
+  v1beta2_stats.set_diskid("0");
+  v1beta2::DiskStatsResponse v1beta2_size;
+  ASSERT_TRUE(host_.Call("/v1beta2.Disk/DiskStats", v1beta2_stats, &v1beta2_size).ok());
+  EXPECT_EQ(static_cast<uint64_t>(v1beta2_size.disksize()), WmiDiskSize());
+  v1beta2_stats.set_diskid("zero");
+  EXPECT_EQ(host_.Call("/v1beta2.Disk/DiskStats", v1beta2_stats, &v1beta2_size).code, Code::kInvalidArgument);
+  v1beta1::ListDiskIDsResponse v1beta1_ids;
+  ASSERT_TRUE(host_.Call("/v1beta1.Disk/ListDiskIDs", v1beta1::ListDiskIDsRequest(), &v1beta1_ids).ok());
+  ASSERT_TRUE(v1beta1_ids.diskids().count("0"));
+  EXPECT_EQ(v1beta1_ids.diskids().at("0").identifiers().at("serialNumber"), "");
+  v1alpha1::ListDiskLocationsResponse v1alpha1_locations;
+  EXPECT_TRUE(
+      host_.Call("/v1alpha1.Disk/ListDiskLocations", v1alpha1::ListDiskLocationsRequest(), &v1alpha1_locations).ok());
+  v1alpha1::GetDiskNumberByNameRequest by_name;
+  by_name.set_disk_name("Google  persistent-disk-1");
+  v1alpha1::GetDiskNumberByNameResponse number;
+  EXPECT_EQ(host_.Call("/v1alpha1.Disk/GetDiskNumberByName", by_name, &number).code, Code::kNotFound);
+}
+
+TEST_F(DiskDll, WritesSayWhatWineLacksAndChangeNothing) {
+  const std::string lacks = "no WMI class MSFT_Disk in ROOT\\Microsoft\\Windows\\Storage";
+  v1::PartitionDiskRequest partition;
+  partition.set_disk_number(0);
+  auto partitioned = host_.Call("/v1.Disk/PartitionDisk", partition, static_cast<v1::PartitionDiskResponse*>(nullptr));
+  EXPECT_EQ(partitioned.code, Code::kUnimplemented) << partitioned.Describe();
+  EXPECT_NE(partitioned.message.find(lacks), std::string::npos) << partitioned.message;
+  partition.set_disk_number(7);
+  EXPECT_EQ(host_.Call("/v1.Disk/PartitionDisk", partition, static_cast<v1::PartitionDiskResponse*>(nullptr)).code,
+            Code::kNotFound);
+
+  v1::SetDiskStateRequest state;
+  state.set_disk_number(0);
+  state.set_is_online(false);
+  auto set = host_.Call("/v1.Disk/SetDiskState", state, static_cast<v1::SetDiskStateResponse*>(nullptr));
+  EXPECT_EQ(set.code, Code::kUnimplemented) << set.Describe();
+  EXPECT_NE(set.message.find(lacks), std::string::npos) << set.message;
+
+  auto rescanned = host_.Call("/v1.Disk/Rescan", v1::RescanRequest(), static_cast<v1::RescanResponse*>(nullptr));
+  EXPECT_EQ(rescanned.code, Code::kUnimplemented) << rescanned.Describe();
+  EXPECT_NE(rescanned.message.find("MSFT_StorageSetting"), std::string::npos) << rescanned.message;
+
+  v1beta2::SetAttachStateRequest attach;
+  attach.set_diskid("0");
+  attach.set_isonline(true);
+  EXPECT_EQ(
+      host_.Call("/v1beta2.Disk/SetAttachState", attach, static_cast<v1beta2::SetAttachStateResponse*>(nullptr)).code,
+      Code::kUnimplemented);
+  v1alpha1::PartitionDiskRequest old_partition;
+  old_partition.set_diskid("0");
+  EXPECT_EQ(
+      host_.Call("/v1alpha1.Disk/PartitionDisk", old_partition, static_cast<v1alpha1::PartitionDiskResponse*>(nullptr))
+          .code,
+      Code::kUnimplemented);
+
+  // Still the same disk, and still answering.
+  v1::GetDiskStatsRequest stats;
+  stats.set_disk_number(0);
+  v1::GetDiskStatsResponse size;
+  ASSERT_TRUE(host_.Call("/v1.Disk/GetDiskStats", stats, &size).ok());
+  EXPECT_EQ(static_cast<uint64_t>(size.total_bytes()), WmiDiskSize());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The storage groups' Windows parts under Wine, in one process: the WMI client against Wine's own WMI (queries,
-// method calls with in-parameters, the classes and namespaces Wine lacks).
+// The WMI client (plugins/common/wmi_windows.h) against Wine's own WMI: queries, method calls with in-parameters,
+// the classes and namespaces Wine lacks.
 #include <windows.h>
 
 #include <gtest/gtest.h>
