@@ -9,8 +9,6 @@
 #include <thread>
 
 #include "config/host_keys.h"
-#include "config/system_accounts.h"
-#include "config/trusted_files.h"
 #include "observe/metrics.h"
 #include "runtime/reload_plan.h"
 #include "serving/endpoint_socket.h"
@@ -55,18 +53,6 @@ std::string ReloadReport::Summary() const {
   if (!refused.empty()) s += "; refused " + Join(refused);
   if (!notes.empty()) s += "; " + Join(notes);
   return s;
-}
-
-Status CheckEndpointDirectory(const HostConfig& config) {
-  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.endpoint_dir, "endpoint_dir"));
-  std::error_code ec;
-  if (std::filesystem::is_directory(config.endpoint_dir, ec)) return Status::Ok();
-  std::filesystem::path parent = std::filesystem::path(config.endpoint_dir).parent_path();
-  if (!std::filesystem::is_directory(parent, ec)) {
-    return FailedPrecondition("endpoint_dir " + config.endpoint_dir + " cannot be created: " + parent.string() +
-                              " does not exist");
-  }
-  return Status::Ok();
 }
 
 std::vector<std::string> PathWarnings(const HostConfig& config) {
@@ -143,7 +129,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   Status failed;
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
-    auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
+    auto server =
+        std::make_unique<EndpointServer>(EndpointPath(config_.endpoint_dir, name), BindingOf(endpoint, runtime));
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
     failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
@@ -257,12 +244,7 @@ StartCheck HostRuntime::CheckStart(const HostConfig& config) {
 Status HostRuntime::Start(const HostConfig& config) {
   std::lock_guard lock(mu_);
   config_ = config;
-  socket_access_.mode = config.socket_mode;
-  if (!config.socket_group.empty()) {
-    auto gid = ResolveGroup(config.socket_group);
-    if (!gid.ok()) return gid.status().WithContext("socket_group");
-    socket_access_.group = *gid;
-  }
+  CSI_PROXY_ASSIGN_OR_RETURN(socket_access_, SocketAccessOf(config));
   CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
   call_observers_.push_back(audit_);
   if (!config.metrics_address.empty()) {

@@ -24,10 +24,6 @@ namespace csi_proxy::host {
 // for the life of the process), before any group's init runs: a group may clean its state up at init.
 Status ClaimHost(const HostConfig& config);
 
-// endpoint_dir is a trusted directory, or can be created (its parent exists). A start checks it; so does
-// --check-config.
-Status CheckEndpointDirectory(const HostConfig& config);
-
 // kubelet_path or a working dir that does not exist (yet): the groups that take paths refuse them until it does.
 std::vector<std::string> PathWarnings(const HostConfig& config);
 

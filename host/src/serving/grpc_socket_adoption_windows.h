@@ -14,7 +14,7 @@
 #include <string>
 
 #include "csi_proxy/status.hpp"
-#include "win32_windows.h"
+#include "config/win32_windows.h"
 
 namespace csi_proxy::host {
 

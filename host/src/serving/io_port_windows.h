@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "csi_proxy/status.hpp"
-#include "win32_windows.h"
+#include "config/win32_windows.h"
 
 namespace csi_proxy::host {
 

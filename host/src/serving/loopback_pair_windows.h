@@ -9,7 +9,7 @@
 #pragma once
 
 #include "csi_proxy/status.hpp"
-#include "win32_windows.h"
+#include "config/win32_windows.h"
 
 namespace csi_proxy::host {
 

@@ -10,14 +10,6 @@ namespace {
 
 uint64_t Ticks(const FILETIME& t) { return (static_cast<uint64_t>(t.dwHighDateTime) << 32) | t.dwLowDateTime; }
 
-StatusOr<std::string> SidString(PSID sid) {
-  wchar_t* text = nullptr;
-  if (!ConvertSidToStringSidW(sid, &text)) return Internal("ConvertSidToStringSid: " + ErrorText(GetLastError()));
-  std::string out = Narrow(text);
-  LocalFree(text);
-  return out;
-}
-
 StatusOr<std::vector<unsigned char>> TokenInfo(HANDLE token, TOKEN_INFORMATION_CLASS what) {
   DWORD size = 0;
   GetTokenInformation(token, what, nullptr, 0, &size);
@@ -46,14 +38,14 @@ StatusOr<PipeClientIdentity> IdentifyProcess(HANDLE process) {
   PipeClientIdentity id;
   id.pid = static_cast<int64_t>(GetProcessId(process));
   CSI_PROXY_ASSIGN_OR_RETURN(auto user, TokenInfo(token.get(), TokenUser));
-  CSI_PROXY_ASSIGN_OR_RETURN(id.user_sid, SidString(reinterpret_cast<TOKEN_USER*>(user.data())->User.Sid));
+  CSI_PROXY_ASSIGN_OR_RETURN(id.user_sid, SidText(reinterpret_cast<TOKEN_USER*>(user.data())->User.Sid));
   CSI_PROXY_ASSIGN_OR_RETURN(auto groups_buffer, TokenInfo(token.get(), TokenGroups));
   const auto* groups = reinterpret_cast<const TOKEN_GROUPS*>(groups_buffer.data());
   for (DWORD i = 0; i < groups->GroupCount; ++i) {
     DWORD attributes = groups->Groups[i].Attributes;
     // A deny-only group (e.g. Administrators in a UAC-filtered token) grants nothing, so it does not count here.
     if ((attributes & SE_GROUP_ENABLED) == 0 || (attributes & SE_GROUP_USE_FOR_DENY_ONLY) != 0) continue;
-    CSI_PROXY_ASSIGN_OR_RETURN(auto sid, SidString(groups->Groups[i].Sid));
+    CSI_PROXY_ASSIGN_OR_RETURN(auto sid, SidText(groups->Groups[i].Sid));
     id.group_sids.push_back(std::move(sid));
   }
   return id;

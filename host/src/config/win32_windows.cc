@@ -1,5 +1,7 @@
 // See win32_windows.h.
-#include "win32_windows.h"
+#include "config/win32_windows.h"
+
+#include <sddl.h>
 
 #include <mutex>
 
@@ -35,6 +37,14 @@ std::string ErrorText(DWORD code) {
   if (text != nullptr) LocalFree(text);
   if (message.empty()) message = "Windows error";
   return message + " (error " + std::to_string(code) + ")";
+}
+
+StatusOr<std::string> SidText(PSID sid) {
+  wchar_t* text = nullptr;
+  if (!ConvertSidToStringSidW(sid, &text)) return Internal("ConvertSidToStringSid: " + ErrorText(GetLastError()));
+  std::string out = Narrow(text);
+  LocalFree(text);
+  return out;
 }
 
 bool EnsureWinsock() {

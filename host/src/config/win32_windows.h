@@ -1,5 +1,5 @@
 // Small pieces every Windows part of the host uses: owning wrappers of a HANDLE and a SOCKET, UTF-8 <-> UTF-16,
-// and the text of a Windows error code.
+// the text of a Windows error code and of a SID.
 #pragma once
 
 // clang-format off
@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "csi_proxy/status.hpp"
 
 namespace csi_proxy::host {
 
@@ -68,6 +70,9 @@ std::string Narrow(std::wstring_view utf16);
 
 // "The pipe has been ended. (error 109)": the system's message for a Win32 or Winsock error code.
 std::string ErrorText(DWORD code);
+
+// A SID in its string form, "S-1-5-32-544".
+StatusOr<std::string> SidText(PSID sid);
 
 // Winsock for this process, once (reference-counted by Windows; never undone, as gRPC keeps it too).
 bool EnsureWinsock();

@@ -1,0 +1,60 @@
+// See default_paths.h: the Windows conventions, as upstream csi-proxy has them (C:\var\lib\kubelet, the pipes
+// \\.\pipe\csi-proxy-<group>-<version>) and as the release zip lays the files out (csi-proxy.exe, its
+// configuration and the group DLLs in one directory).
+#include <filesystem>
+#include <vector>
+
+#include "config/default_paths.h"
+#include "config/win32_windows.h"
+
+namespace csi_proxy::host {
+
+namespace fs = std::filesystem;
+
+OperatingSystem ThisSystem() { return OperatingSystem::kWindows; }
+
+// libstdc++ does not take \\.\ (the device namespace, where the pipes are) for a root.
+bool IsAbsolutePath(const std::string& path) {
+  return fs::path(path).is_absolute() || path.rfind(R"(\\.\)", 0) == 0 || path.rfind(R"(\\?\)", 0) == 0;
+}
+
+std::string ExecutableDirectory() {
+  std::vector<wchar_t> buffer(MAX_PATH);
+  for (;;) {
+    DWORD n = GetModuleFileNameW(nullptr, buffer.data(), static_cast<DWORD>(buffer.size()));
+    if (n == 0) return ".";
+    if (n < buffer.size()) {
+      std::wstring exe(buffer.data(), n);
+      return Narrow(exe.substr(0, exe.find_last_of(L"\\/")));
+    }
+    buffer.resize(buffer.size() * 2);  // the name was cut short
+  }
+}
+
+std::string DefaultConfigPath(const std::string& executable_dir) {
+  return (fs::path(executable_dir) / "csi-proxy.toml").string();
+}
+
+std::string DefaultPluginDir(const std::string& executable_dir) { return executable_dir; }
+
+std::string DefaultEndpointDir() { return R"(\\.\pipe)"; }
+std::string DefaultKubeletPath() { return R"(C:\var\lib\kubelet)"; }
+std::string DefaultStateDir() { return R"(C:\var\lib\csi-proxy)"; }
+
+std::string DefaultAdminSocket(const std::string& endpoint_dir) {
+  return EndpointPath(endpoint_dir, "csi-proxy-admin");
+}
+
+std::string EndpointPath(const std::string& endpoint_dir, const std::string& name) {
+  std::string dir = endpoint_dir;
+  while (!dir.empty() && (dir.back() == '\\' || dir.back() == '/')) dir.pop_back();
+  return dir + "\\" + name;
+}
+
+// SYSTEM and the Administrators group, nobody else: stricter than upstream's default (the named-pipe file
+// system's default DACL, which also lets Everyone and Anonymous open the pipe for reading).
+std::string DefaultPipeSecurity() { return "D:P(A;;GA;;;SY)(A;;GA;;;BA)"; }
+
+std::string GroupLibraryFileName(const std::string& name) { return "csi-proxy-" + name + ".dll"; }
+
+}  // namespace csi_proxy::host
