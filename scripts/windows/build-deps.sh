@@ -14,7 +14,7 @@
 #
 # What is built: gRPC's unsecure C++ libraries (no TLS library is needed), protobuf (runtime libraries only:
 # protoc and grpc_cpp_plugin are Debian's Linux binaries of the same versions), abseil, re2, c-ares, zlib,
-# googletest, fmt, spdlog and CLI11; toml++'s headers are taken from the Linux build's libtomlplusplus-dev (the
+# googletest, fmt, spdlog, CLI11, and civetweb and prometheus-cpp's core and pull libraries (the host's metrics); toml++'s headers are taken from the Linux build's libtomlplusplus-dev (the
 # same version; Debian builds it as a shared library, the Windows build uses it header-only).
 set -euo pipefail
 
@@ -49,6 +49,8 @@ components=(
   "fmt          fmtlib        libfmt-dev"
   "spdlog       spdlog        libspdlog-dev"
   "cli11        cli11         libcli11-dev"
+  "civetweb     civetweb      libcivetweb-dev"
+  "prometheus   prometheus-cpp prometheus-cpp-dev"
 )
 declare -A srcpkg version
 for line in "${components[@]}"; do
@@ -212,6 +214,18 @@ build_spdlog() {
 }
 build_cli11() {
   cmake_install cli11 "$1" -DCLI11_BUILD_TESTS=OFF -DCLI11_BUILD_EXAMPLES=OFF -DCLI11_BUILD_DOCS=OFF
+}
+build_civetweb() {
+  # As Debian builds it (the C++ wrapper, websockets), less TLS: the metrics listener serves plain HTTP, and
+  # there is no OpenSSL for Windows here.
+  cmake_install civetweb "$1" -DCIVETWEB_BUILD_TESTING=OFF -DCIVETWEB_ENABLE_CXX=ON -DCIVETWEB_ENABLE_WEBSOCKETS=ON \
+    -DCIVETWEB_ENABLE_SSL=OFF -DCIVETWEB_ENABLE_SERVER_EXECUTABLE=OFF -DCIVETWEB_INSTALL_EXECUTABLE=OFF \
+    -DCIVETWEB_ENABLE_ASAN=OFF
+}
+build_prometheus() {
+  # As Debian builds it, over the civetweb above; the host uses the core and pull libraries only.
+  cmake_install prometheus "$1" -DUSE_THIRDPARTY_LIBRARIES=OFF -DENABLE_PUSH=OFF -DENABLE_COMPRESSION=OFF \
+    -DENABLE_TESTING=OFF -DGENERATE_PKGCONFIG=OFF
 }
 install_tomlplusplus() {
   # Header-only: the headers of the Linux build's libtomlplusplus-dev and a package file for its target.

@@ -2,7 +2,6 @@
 // \\.\pipe\csi-proxy-<group>-<version>) and as the release zip lays the files out (csi-proxy.exe, its
 // configuration and the group DLLs in one directory).
 #include <filesystem>
-#include <vector>
 
 #include "config/default_paths.h"
 #include "config/win32_windows.h"
@@ -19,16 +18,9 @@ bool IsAbsolutePath(const std::string& path) {
 }
 
 std::string ExecutableDirectory() {
-  std::vector<wchar_t> buffer(MAX_PATH);
-  for (;;) {
-    DWORD n = GetModuleFileNameW(nullptr, buffer.data(), static_cast<DWORD>(buffer.size()));
-    if (n == 0) return ".";
-    if (n < buffer.size()) {
-      std::wstring exe(buffer.data(), n);
-      return Narrow(exe.substr(0, exe.find_last_of(L"\\/")));
-    }
-    buffer.resize(buffer.size() * 2);  // the name was cut short
-  }
+  std::wstring exe = ExecutablePath();
+  if (exe.empty()) return ".";
+  return Narrow(exe.substr(0, exe.find_last_of(L"\\/")));
 }
 
 std::string DefaultConfigPath(const std::string& executable_dir) {

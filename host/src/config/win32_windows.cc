@@ -4,6 +4,7 @@
 #include <sddl.h>
 
 #include <mutex>
+#include <vector>
 
 namespace csi_proxy::host {
 
@@ -37,6 +38,33 @@ std::string ErrorText(DWORD code) {
   if (text != nullptr) LocalFree(text);
   if (message.empty()) message = "Windows error";
   return message + " (error " + std::to_string(code) + ")";
+}
+
+std::wstring QuoteArgument(const std::wstring& arg) {
+  if (!arg.empty() && arg.find_first_of(L" \t\"") == std::wstring::npos) return arg;
+  std::wstring out = L"\"";
+  size_t backslashes = 0;
+  for (wchar_t c : arg) {
+    if (c == L'\\') {
+      ++backslashes;
+      continue;
+    }
+    out.append(c == L'"' ? backslashes * 2 + 1 : backslashes, L'\\');
+    backslashes = 0;
+    out += c;
+  }
+  out.append(backslashes * 2, L'\\');
+  return out + L"\"";
+}
+
+std::wstring ExecutablePath() {
+  std::vector<wchar_t> buffer(MAX_PATH);
+  for (;;) {
+    DWORD n = GetModuleFileNameW(nullptr, buffer.data(), static_cast<DWORD>(buffer.size()));
+    if (n == 0) return L"";
+    if (n < buffer.size()) return std::wstring(buffer.data(), n);
+    buffer.resize(buffer.size() * 2);  // the name was cut short
+  }
 }
 
 StatusOr<std::string> SidText(PSID sid) {

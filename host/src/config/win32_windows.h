@@ -71,6 +71,13 @@ std::string Narrow(std::wstring_view utf16);
 // "The pipe has been ended. (error 109)": the system's message for a Win32 or Winsock error code.
 std::string ErrorText(DWORD code);
 
+// One argument of a command line, as the C runtime splits it again (CommandLineToArgvW's rules): quoted when it
+// holds a space, a tab or a quote, with the backslashes before a quote doubled.
+std::wstring QuoteArgument(const std::wstring& arg);
+
+// The full path of this process's executable.
+std::wstring ExecutablePath();
+
 // A SID in its string form, "S-1-5-32-544".
 StatusOr<std::string> SidText(PSID sid);
 

@@ -116,20 +116,31 @@ std::string AuditLog::Line(const CallEvent& event, std::chrono::system_clock::ti
   std::string request = RequestJson(event);
   std::string code = CodeName(event.code);
   const PeerCredentials& p = event.peer;
+  // A Windows caller is its token's SIDs, as a Linux caller is its uid and gid.
+  const bool sids = !p.user_sid.empty();
   if (json_) {
+    std::string caller = ",\"uid\":" + std::to_string(p.uid) + ",\"gid\":" + std::to_string(p.gid);
+    if (sids) {
+      caller = ",\"user_sid\":" + JsonQuote(p.user_sid) + ",\"group_sids\":[";
+      for (size_t i = 0; i < p.group_sids.size(); ++i) caller += (i ? "," : "") + JsonQuote(p.group_sids[i]);
+      caller += "]";
+    }
     std::string line = "{\"time\":" + JsonQuote(Rfc3339(now)) + ",\"audit\":true,\"group\":" + JsonQuote(e.group) +
                        ",\"version\":" + JsonQuote(e.version) + ",\"method\":" + JsonQuote(event.method) +
-                       ",\"pid\":" + std::to_string(p.pid) + ",\"uid\":" + std::to_string(p.uid) +
-                       ",\"gid\":" + std::to_string(p.gid) + ",";
+                       ",\"pid\":" + std::to_string(p.pid) + caller + ",";
     line += request.empty() ? "\"request_bytes\":" + std::to_string(event.request.size()) : "\"request\":" + request;
     line += ",\"code\":" + JsonQuote(code) + ",\"duration_ms\":" + duration;
     if (!event.message.empty()) line += ",\"message\":" + JsonQuote(event.message);
     return line + "}";
   }
+  std::string caller = " uid=" + std::to_string(p.uid) + " gid=" + std::to_string(p.gid);
+  if (sids) {
+    caller = " user_sid=" + p.user_sid + " group_sids=";
+    for (size_t i = 0; i < p.group_sids.size(); ++i) caller += (i ? "," : "") + p.group_sids[i];
+  }
   std::string line = Rfc3339(now) + " audit group=" + e.group + " version=" + e.version +
-                     " method=" + std::string(event.method) + " pid=" + std::to_string(p.pid) +
-                     " uid=" + std::to_string(p.uid) + " gid=" + std::to_string(p.gid) + " code=" + code +
-                     " duration_ms=" + duration;
+                     " method=" + std::string(event.method) + " pid=" + std::to_string(p.pid) + caller +
+                     " code=" + code + " duration_ms=" + duration;
   line += request.empty() ? " request_bytes=" + std::to_string(event.request.size()) : " request=" + request;
   if (!event.message.empty()) line += " message=" + JsonQuote(event.message);
   return line;

@@ -1,6 +1,6 @@
 // The audit log ([host] audit_log): one line per mutating call and per refused call (PERMISSION_DENIED), with
-// the time, the group and method, the caller's pid, uid and gid, the request as JSON with its secrets redacted,
-// the answer's code and the duration. A call observer of every endpoint; writing a line is one write(2) with
+// the time, the group and method, the caller's pid, uid and gid (on Windows its user and group SIDs), the request
+// as JSON with its secrets redacted, the answer's code and the duration. A call observer of every endpoint; writing a line is one write(2) with
 // O_APPEND, so concurrent lines never mix and logrotate may move the file (a reload or SIGHUP reopens it).
 #pragma once
 
