@@ -14,8 +14,10 @@
 #
 # What is built: gRPC's unsecure C++ libraries (no TLS library is needed), protobuf (runtime libraries only:
 # protoc and grpc_cpp_plugin are Debian's Linux binaries of the same versions), abseil, re2, c-ares, zlib,
-# googletest, fmt, spdlog, CLI11, and civetweb and prometheus-cpp's core and pull libraries (the host's metrics); toml++'s headers are taken from the Linux build's libtomlplusplus-dev (the
-# same version; Debian builds it as a shared library, the Windows build uses it header-only).
+# googletest, fmt, spdlog, CLI11, and civetweb and prometheus-cpp's core and pull libraries (the host's metrics).
+# Header-only parts come from the Linux build's own packages, at the same versions: toml++'s headers from
+# libtomlplusplus-dev (Debian builds it as a shared library, the Windows build uses it header-only) and Boost's
+# (Boost.DLL loads the group DLLs) from libboost-dev, linked into the prefix.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +61,7 @@ for line in "${components[@]}"; do
   version[$name]=$(dpkg-query -W -f='${source:Version}' "$bin")
 done
 toml_version=$(dpkg-query -W -f='${Version}' libtomlplusplus-dev)
+boost_version=$(dpkg-query -W -f='${Version}' libboost-dev)
 
 compiler=x86_64-w64-mingw32-g++-posix
 key=$( {
@@ -66,6 +69,7 @@ key=$( {
   find "$patches" -type f -name '*.patch' | sort | xargs cat
   for line in "${components[@]}"; do read -r name _ <<<"$line"; echo "$name ${version[$name]}"; done
   echo "toml++ $toml_version"
+  echo "boost $boost_version"
   $compiler --version | head -1
 } | sha256sum | cut -c1-16)
 top=$root/$key
@@ -268,6 +272,9 @@ for line in "${components[@]}"; do
 done
 install_tomlplusplus
 echo "toml++ $toml_version (headers)" >>"$info"
+# Boost's headers are the same for both systems; the prefix points at the Linux build's.
+ln -s /usr/include/boost "$prefix/include/boost"
+echo "boost $boost_version (headers, linked)" >>"$info"
 end=$(date +%s)
 {
   echo "total $((end - start))s"

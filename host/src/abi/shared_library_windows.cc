@@ -3,14 +3,15 @@
 // loaded from a private copy: a fresh directory only SYSTEM, Administrators and the host's own account may change,
 // removed once the library is unloaded. The loader's reason is the Win32 error, said in words an admin can act on;
 // a file's identity is its volume, file index, size and last write time.
+#include "abi/shared_library.h"
+
+#include "config/win32_windows.h"  // winsock2.h and windows.h, before the headers that need them
+
 #include <aclapi.h>
 #include <sddl.h>
 
 #include <atomic>
 #include <string>
-
-#include "abi/shared_library.h"
-#include "config/win32_windows.h"
 
 namespace csi_proxy::host {
 namespace {

@@ -1,12 +1,13 @@
 // See system_accounts.h: accounts are SIDs. Names go through LookupAccountName (local and well-known accounts,
 // and domain accounts on a domain member: "BUILTIN\Administrators", "NT AUTHORITY\SYSTEM", "CONTOSO\csi-driver");
 // a SID given as such ("S-1-5-32-544") is taken in its canonical form.
+#include "config/system_accounts.h"
+
+#include "config/win32_windows.h"  // winsock2.h and windows.h, before the headers that need them
+
 #include <sddl.h>
 
 #include <vector>
-
-#include "config/system_accounts.h"
-#include "config/win32_windows.h"
 
 namespace csi_proxy::host {
 namespace {

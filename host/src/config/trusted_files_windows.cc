@@ -2,15 +2,16 @@
 // group, TrustedInstaller or the host's own account, and its DACL lets nobody else change it (write, append,
 // delete, change its DACL or owner; for a directory also add or delete what is in it). Deny entries only take
 // rights away, so only allow entries count; a missing (null) DACL lets everyone do everything.
+#include "config/trusted_files.h"
+
+#include "config/win32_windows.h"  // winsock2.h and windows.h, before the headers that need them
+
 #include <aclapi.h>
 #include <sddl.h>
 
 #include <atomic>
 #include <optional>
 #include <vector>
-
-#include "config/trusted_files.h"
-#include "config/win32_windows.h"
 
 namespace csi_proxy::host {
 namespace {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -16,13 +17,18 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
   time_t secs = system_clock::to_time_t(t);
   auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count() % 1000;
   if (ms < 0) ms += 1000;
-  tm local{};
+  tm local{}, utc{};
   localtime_r(&secs, &local);
-  char date[32], zone[8];
+  gmtime_r(&secs, &utc);
+  char date[32];
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &local);
-  strftime(zone, sizeof zone, "%z", &local);  // +0100
+  // The zone's offset from the two broken-down times, not strftime's %z, which Windows' C runtime fills with the
+  // zone's name. The two dates are at most a day apart.
+  int days = local.tm_year != utc.tm_year ? (local.tm_year > utc.tm_year ? 1 : -1) : local.tm_yday - utc.tm_yday;
+  int offset = days * 1440 + (local.tm_hour - utc.tm_hour) * 60 + (local.tm_min - utc.tm_min);
   char out[64];
-  std::snprintf(out, sizeof out, "%s.%03lld%.3s:%.2s", date, static_cast<long long>(ms), zone, zone + 3);
+  std::snprintf(out, sizeof out, "%s.%03lld%c%02d:%02d", date, static_cast<long long>(ms), offset < 0 ? '-' : '+',
+                std::abs(offset) / 60, std::abs(offset) % 60);
   return out;
 }
 

@@ -1,13 +1,15 @@
 // See page_trim.h: Windows gives a process no way to drop only the clean file pages it mapped, so the whole
 // working set is trimmed (SetProcessWorkingSetSize with -1, -1): the pages go to the standby list and come back
 // with a soft fault when touched again, the file pages among them never written anywhere.
+#include "runtime/page_trim.h"
+
+#include "config/win32_windows.h"  // winsock2.h and windows.h, before the headers that need them
+
 #include <psapi.h>
 
 #include <mutex>
 
 #include "abi/mapping_change.h"
-#include "config/win32_windows.h"
-#include "runtime/page_trim.h"
 
 namespace csi_proxy::host {
 namespace {

@@ -46,6 +46,7 @@ class AcceptLoop::Impl {
   void Remove(NamedPipeListener* listener);
 
  private:
+  void Accept(NamedPipeListener* listener);  // starts the listener on the port
   struct Registered {
     OnConnection on_connection;
     uint64_t id = 0;     // tells an endpoint apart from a later one at the same address
@@ -95,6 +96,7 @@ class AcceptLoop::Impl {
   std::map<std::string, size_t> per_user_;
   std::map<uint64_t, size_t> per_endpoint_;  // by Registered::id
   uint64_t next_id_ = 1;                     // guarded by mu_
+  bool started_ = false;                     // guarded by mu_: Start has run; listeners added accept at once
   bool stopping_ = false;                    // guarded by mu_
   std::thread expiry_;                       // closes held connections at their deadline
 };
@@ -124,6 +126,13 @@ Status AcceptLoop::Impl::Start(ConnectionLimits limits) {
   CSI_PROXY_RETURN_IF_ERROR(port_.Start(kPortThreads));
   relay_ = std::make_unique<PipeRelay>(port_);
   expiry_ = std::thread([this] { ExpireHeld(); });
+  std::vector<NamedPipeListener*> added;
+  {
+    std::lock_guard lock(mu_);
+    started_ = true;
+    for (const auto& [listener, registered] : listeners_) added.push_back(listener);
+  }
+  for (NamedPipeListener* listener : added) Accept(listener);
   return Status::Ok();
 }
 
@@ -155,16 +164,22 @@ AcceptLoop::Impl::~Impl() {
 void AcceptLoop::Impl::Add(NamedPipeListener* listener, OnConnection on_connection) {
   auto registered = std::make_shared<Registered>();
   registered->on_connection = std::move(on_connection);
+  bool started = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     registered->id = next_id_++;
     listeners_[listener] = registered;
+    started = started_;
   }
-  Status started =
+  if (started) Accept(listener);  // otherwise Start does
+}
+
+void AcceptLoop::Impl::Accept(NamedPipeListener* listener) {
+  Status accepting =
       listener->Start(port_, [this, listener](UniqueHandle pipe) { Connected(listener, std::move(pipe)); });
-  if (!started.ok()) {
-    spdlog::error("cannot accept on \\\\.\\pipe\\{}: {}", listener->name(), started.message());
+  if (!accepting.ok()) {
+    spdlog::error("cannot accept on \\\\.\\pipe\\{}: {}", listener->name(), accepting.message());
     std::lock_guard lock(mu_);
     listeners_.erase(listener);
   }

@@ -1,0 +1,372 @@
+// csi-proxy.exe as an admin and a driver meet it on a Windows node, under Wine: the real host serving every
+// enabled group over its named pipes (\\.\pipe\csi-proxy-<group>-<version>), reached by gRPC clients through the
+// project's pipe dialer; callers identified by their token's SIDs in the audit log and the authorization lists;
+// a second host refused at start; Ctrl-C draining calls in flight; csi-proxyctl.exe over the admin pipe; upstream
+// csi-proxy's command-line flags; the Windows service's whole life under the service control manager
+// (event_log_test.sh shows start failures reaching the event log). What Wine cannot show (a pipe DACL keeping a
+// caller out) is named in docs/windows.md.
+#include <winsock2.h>  // before any header that includes windows.h
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipe_client.h"
+#include "pipe_client_identity_windows.h"
+#include "v1/echo.pb.h"
+#include "windows_host.h"
+
+namespace csi_proxy::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+host::PipeClientIdentity Me() {
+  auto me = host::IdentifyProcess(GetCurrentProcess());
+  EXPECT_TRUE(me.ok()) << me.status().message();
+  return me.ok() ? *me : host::PipeClientIdentity{};
+}
+
+// grpc.health.v1.Health/Check for the whole server (an empty request); SERVING is field 1 = 1.
+grpc::Status Health(const std::string& pipe, std::string* response) {
+  auto channel = host::DialPipe(pipe, 10s);
+  if (!channel.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, channel.status().message());
+  return CallRaw(*channel, "/grpc.health.v1.Health/Check", "", response, 10s);
+}
+constexpr char kServing[] = "\x08\x01";
+
+grpc::Status Echo(const std::string& text, v1::EchoResponse* response = nullptr, uint32_t delay_ms = 0,
+                  const std::string& method = "/v1.Echo/Echo") {
+  v1::EchoRequest request;
+  request.set_text(text);
+  request.set_delay_ms(delay_ms);
+  v1::EchoResponse ignored;
+  return CallPipe("csi-proxy-echo-v1", method, request, response ? response : &ignored);
+}
+
+// One group the Windows host serves: its table, the pipes it must serve and a call on them that must succeed.
+// A group joins the test when its DLL is in the build tree.
+struct ServedGroup {
+  std::string name;
+  std::string library;  // in the build tree
+  std::string keys;     // more lines of its table
+  std::vector<std::string> endpoints;
+  std::function<void()> call;  // a call with the group's own messages, checked
+};
+
+std::vector<ServedGroup> EnabledGroups() {
+  std::vector<ServedGroup> all = {
+      {"echo",
+       ECHO_LIBRARY,
+       "greeting = 'from the pipe'",
+       {"csi-proxy-echo-v1", "csi-proxy-echo-v1alpha1"},
+       [] {
+         v1::EchoResponse response;
+         grpc::Status s = Echo("over the pipe", &response);
+         ASSERT_TRUE(s.ok()) << s.error_message();
+         EXPECT_EQ(response.text(), "over the pipe");
+         v1::WhoAmIResponse who;
+         s = CallPipe("csi-proxy-echo-v1", "/v1.Echo/WhoAmI", v1::WhoAmIRequest(), &who);
+         ASSERT_TRUE(s.ok()) << s.error_message();
+         EXPECT_EQ(who.pid(), static_cast<int64_t>(GetCurrentProcessId())) << "the library hears the caller's pid";
+         EXPECT_EQ(who.greeting(), "from the pipe");
+       }},
+  };
+  std::vector<ServedGroup> built;
+  for (auto& group : all) {
+    if (GetFileAttributesW(host::Widen(group.library).c_str()) != INVALID_FILE_ATTRIBUTES) built.push_back(group);
+  }
+  return built;
+}
+
+std::string Tables(const std::vector<ServedGroup>& groups, const std::string& more_echo_keys = "") {
+  std::string toml;
+  for (const auto& g : groups) {
+    toml += "[groups." + g.name + "]\nlibrary = " + TomlPath(g.library) + "\n" + g.keys + "\n";
+    if (g.name == "echo") toml += more_echo_keys + "\n";
+  }
+  return toml;
+}
+
+std::vector<std::string> Endpoints(const std::vector<ServedGroup>& groups) {
+  std::vector<std::string> out;
+  for (const auto& g : groups) out.insert(out.end(), g.endpoints.begin(), g.endpoints.end());
+  return out;
+}
+
+std::string EchoTable(const std::string& keys = "") {
+  return "[groups.echo]\nlibrary = " + TomlPath(ECHO_LIBRARY) + "\n" + keys + "\n";
+}
+const std::vector<std::string> kEchoEndpoints = {"csi-proxy-echo-v1", "csi-proxy-echo-v1alpha1"};
+
+ProgramRun Ctl(const std::vector<std::string>& args) { return RunProgram(BuildPath("bin/csi-proxyctl.exe"), args); }
+
+TEST(WindowsHost, ServesEveryEnabledGroupOverItsPipe) {
+  std::vector<ServedGroup> groups = EnabledGroups();
+  ASSERT_FALSE(groups.empty()) << "no group DLL in the build tree";
+  WindowsHost host(Tables(groups));
+  ASSERT_TRUE(host.Start(Endpoints(groups))) << host.error();
+  for (const auto& endpoint : Endpoints(groups)) {
+    std::string health;
+    grpc::Status s = Health(endpoint, &health);
+    ASSERT_TRUE(s.ok()) << endpoint << ": " << s.error_message();
+    EXPECT_EQ(health, kServing) << endpoint;
+  }
+  for (const auto& group : groups) {
+    SCOPED_TRACE("group " + group.name);
+    group.call();
+  }
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  for (const auto& endpoint : Endpoints(groups)) EXPECT_FALSE(PipeExists(endpoint)) << endpoint << " outlived the host";
+}
+
+TEST(WindowsHost, CheckConfigNamesThePipes) {
+  WindowsHost host(EchoTable());
+  ProgramRun run = host.RunToExit({"--check-config"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(R"(\\.\pipe\csi-proxy-echo-v1 )"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("a start would serve this configuration"), std::string::npos) << run.output;
+}
+
+TEST(WindowsHost, AuditLogCarriesTheCallersSids) {
+  WindowsHost host(EchoTable());
+  ASSERT_TRUE(host.Start(kEchoEndpoints)) << host.error();
+  ASSERT_TRUE(Echo("audited").ok());
+  ASSERT_EQ(host.Stop(), 0);
+  host::PipeClientIdentity me = Me();
+  ASSERT_FALSE(me.user_sid.empty());
+  std::string audit = ReadFile(host.audit_path());
+  std::string expected =
+      "method=/v1.Echo/Echo pid=" + std::to_string(GetCurrentProcessId()) + " user_sid=" + me.user_sid + " group_sids=";
+  EXPECT_NE(audit.find(expected), std::string::npos) << audit;
+  for (const auto& group : me.group_sids) EXPECT_NE(audit.find(group), std::string::npos) << group << "\n" << audit;
+  EXPECT_EQ(audit.find("uid="), std::string::npos) << "a Windows caller has no uid: " << audit;
+}
+
+// The lists by SID, by account name and by group, changed through csi-proxyctl.exe reload (over the admin pipe)
+// without restarting the host.
+TEST(WindowsHost, AuthorizationListsAdmitBySidOrNameAndRefuseOthers) {
+  host::PipeClientIdentity me = Me();
+  ASSERT_FALSE(me.user_sid.empty());
+  WindowsHost host(EchoTable("allowed_uids = ['" + me.user_sid + "']"));
+  ASSERT_TRUE(host.Start(kEchoEndpoints)) << host.error();
+  grpc::Status s = Echo("listed by SID");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  auto reload_with = [&](const std::string& keys) {
+    WriteFile(host.config_path(),
+              ReadFile(host.config_path()).substr(0, ReadFile(host.config_path()).find("[groups")) + EchoTable(keys));
+    ProgramRun run = Ctl({"--admin-socket", R"(\\.\pipe\csi-proxy-admin)", "reload"});
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("authorization lists"), std::string::npos) << run.output;
+  };
+
+  // Only LocalSystem, by its account name: this caller is not it.
+  reload_with(R"(allowed_uids = ['NT AUTHORITY\SYSTEM'])");
+  s = Echo("not listed");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_NE(s.error_message().find("user " + me.user_sid + " may not call /v1.Echo/Echo"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(ReadFile(host.audit_path()).find("user_sid=" + me.user_sid + " group_sids="), std::string::npos);
+
+  // Read-only by SID: the read-only method passes, the mutating one does not.
+  reload_with("allowed_uids = []\nread_only_uids = ['" + me.user_sid + "']");
+  v1::WhoAmIResponse who;
+  s = CallPipe("csi-proxy-echo-v1", "/v1.Echo/WhoAmI", v1::WhoAmIRequest(), &who);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(Echo("read-only caller").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // By one of its groups' SIDs.
+  ASSERT_FALSE(me.group_sids.empty());
+  reload_with("allowed_gids = ['" + me.group_sids.back() + "']");
+  s = Echo("listed by group");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+TEST(WindowsHost, AccountNamesResolveAndNumbersAreRefused) {
+  WindowsHost named(EchoTable(R"(allowed_gids = ['BUILTIN\Administrators', 'Everyone'])"));
+  ProgramRun run = named.RunToExit({"--check-config"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+
+  WindowsHost numbered(EchoTable("allowed_uids = [0]"));
+  run = numbered.RunToExit({"--check-config"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("groups.echo.allowed_uids holds 0, not an account"), std::string::npos) << run.output;
+
+  WindowsHost group_as_user(EchoTable(R"(allowed_uids = ['BUILTIN\Administrators'])"));
+  run = group_as_user.RunToExit({"--check-config"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("(S-1-5-32-544) is a group"), std::string::npos) << run.output;
+
+  WindowsHost posix_key(EchoTable(), "socket_mode = 0o600");
+  run = posix_key.RunToExit({"--check-config"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("host.socket_mode has a meaning on Linux only"), std::string::npos) << run.output;
+
+  WindowsHost open_pipe(EchoTable(), "pipe_sddl = 'O:SYG:SY'");
+  run = open_pipe.RunToExit({"--check-config"});
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("host.pipe_sddl must be a security descriptor"), std::string::npos) << run.output;
+}
+
+TEST(WindowsHost, ASecondHostIsRefusedAtStart) {
+  WindowsHost first(EchoTable());
+  ASSERT_TRUE(first.Start(kEchoEndpoints)) << first.error();
+
+  // The same configuration: its state directory and admin pipe are taken.
+  ProgramRun same = first.RunToExit({});
+  EXPECT_EQ(same.exit_code, 1) << same.output;
+  EXPECT_NE(same.output.find("another csi-proxy serves this configuration"), std::string::npos) << same.output;
+
+  // Another configuration serving the same pipes: the first pipe it creates is refused.
+  WindowsHost second(EchoTable(), R"(admin_socket = '\\.\pipe\csi-proxy-admin-second')");
+  ProgramRun other = second.RunToExit({});
+  EXPECT_EQ(other.exit_code, 1) << other.output;
+  EXPECT_NE(other.output.find("is already served by another process (is another csi-proxy running?)"),
+            std::string::npos)
+      << other.output;
+
+  ASSERT_TRUE(Echo("the first host still serves").ok());
+  EXPECT_EQ(first.Stop(), 0);
+}
+
+TEST(WindowsHost, CtrlCLetsCallsInFlightFinish) {
+  WindowsHost host(EchoTable());
+  ASSERT_TRUE(host.Start(kEchoEndpoints)) << host.error();
+  auto in_flight = std::async(std::launch::async, [] { return Echo("slow", nullptr, 1500, "/v1.Echo/Sleep"); });
+  std::this_thread::sleep_for(500ms);
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 8s) << "shutdown_timeout_seconds is 10";
+  grpc::Status s = in_flight.get();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_NE(host.log().find("received Ctrl-C; stopping"), std::string::npos) << host.log();
+}
+
+TEST(WindowsHost, CsiProxyCtlWorksOverTheAdminPipe) {
+  WindowsHost host(EchoTable());
+  ASSERT_TRUE(host.Start(kEchoEndpoints)) << host.error();
+  ProgramRun status = Ctl({"--config", host.config_path(), "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("group echo (echo): serving"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find(R"(endpoints in \\.\pipe)"), std::string::npos) << status.output;
+
+  ProgramRun call = Ctl({"--config", host.config_path(), "call", "echo-v1", "Echo", R"({"text": "from ctl"})"});
+  EXPECT_EQ(call.exit_code, 0) << call.output;
+  EXPECT_NE(call.output.find(R"("text": "from ctl")"), std::string::npos) << call.output;
+
+  ProgramRun check = Ctl({"--config", host.config_path(), "check-config"});
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("a start would serve this configuration"), std::string::npos) << check.output;
+
+  ProgramRun reload = Ctl({"--config", host.config_path(), "reload"});
+  EXPECT_EQ(reload.exit_code, 0) << reload.output;
+  EXPECT_NE(reload.output.find("nothing to change"), std::string::npos) << reload.output;
+  EXPECT_EQ(host.Stop(), 0);
+
+  ProgramRun gone = Ctl({"--config", host.config_path(), "status"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.output.find(R"(no admin pipe at \\.\pipe\csi-proxy-admin)"), std::string::npos) << gone.output;
+}
+
+// An install script written for upstream's csi-proxy.exe passes these; each lands in the configuration.
+TEST(WindowsHost, UpstreamFlagsAreMappedOntoTheConfiguration) {
+  WindowsHost host(EchoTable());
+  std::string log_file = host.dir() + "\\upstream.log";
+  ASSERT_TRUE(host.Start(kEchoEndpoints, {"-kubelet-path", R"(C:\nowhere\kubelet)", "--working-dir=C:\\nowhere\\w1",
+                                          "-v=4", "-log_file=" + log_file, "-logtostderr=false", "-vmodule=server=5",
+                                          "-require-privacy=false", "-windows-service=false"}))
+      << host.error();
+  ASSERT_TRUE(Echo("flags").ok());
+  EXPECT_EQ(host.Stop(), 0);
+  std::string log = ReadFile(log_file);
+  EXPECT_NE(log.find(R"(kubelet_path C:\nowhere\kubelet does not exist (yet))"), std::string::npos) << log;
+  EXPECT_NE(log.find(R"(working dir C:\nowhere\w1 does not exist (yet))"), std::string::npos) << log;
+  EXPECT_NE(log.find("ignoring -vmodule"), std::string::npos) << log;
+  EXPECT_NE(log.find(" debug "), std::string::npos) << "-v=4 is the debug level: " << log;
+  EXPECT_EQ(host.log().find("starting with"), std::string::npos) << "-logtostderr=false: " << host.log();
+
+  ProgramRun bad = host.RunToExit({"-metrics-bind-address=nowhere"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("-metrics-bind-address=nowhere: not IP:PORT"), std::string::npos) << bad.output;
+  ProgramRun unknown = host.RunToExit({"-no-such-flag"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+}
+
+// The service as upstream's users run it: installed, started by the SCM, reloaded through the admin pipe and by
+// the SCM's PARAMCHANGE, stopped with a call in flight (which finishes), uninstalled.
+TEST(WindowsHost, ServiceLifecycleUnderTheServiceControlManager) {
+  const std::string name = "csi-proxy-test-" + std::to_string(GetCurrentProcessId());
+  WindowsHost host(EchoTable());
+  std::string log_file = host.dir() + "\\service.log";
+  ProgramRun install =
+      host.RunToExit({"--install-service", "--service-name", name, "-log_file=" + log_file, "-logtostderr=false"});
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  EXPECT_NE(install.output.find("-windows-service --config"), std::string::npos) << install.output;
+
+  SC_HANDLE manager = OpenSCManagerW(nullptr, nullptr, SC_MANAGER_CONNECT);
+  ASSERT_NE(manager, nullptr);
+  SC_HANDLE service = OpenServiceW(manager, host::Widen(name).c_str(), SERVICE_ALL_ACCESS);
+  ASSERT_NE(service, nullptr) << host::ErrorText(GetLastError()) << "\n" << install.output;
+  auto uninstall = [&] {
+    CloseServiceHandle(service);
+    ProgramRun run = host.RunToExit({"--uninstall-service", "--service-name", name});
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    SC_HANDLE gone = OpenServiceW(manager, host::Widen(name).c_str(), SERVICE_QUERY_STATUS);
+    EXPECT_EQ(gone, nullptr) << "the service is still there";
+    EXPECT_EQ(GetLastError(), static_cast<DWORD>(ERROR_SERVICE_DOES_NOT_EXIST));
+    if (gone != nullptr) CloseServiceHandle(gone);
+    CloseServiceHandle(manager);
+  };
+  auto wait_for = [&](DWORD state, std::chrono::seconds timeout) {
+    SERVICE_STATUS status{};
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (QueryServiceStatus(service, &status) && status.dwCurrentState != state &&
+           std::chrono::steady_clock::now() < deadline) {
+      Sleep(100);
+    }
+    return status;
+  };
+
+  ASSERT_TRUE(StartServiceW(service, 0, nullptr)) << host::ErrorText(GetLastError());
+  SERVICE_STATUS running = wait_for(SERVICE_RUNNING, 60s);
+  if (running.dwCurrentState != SERVICE_RUNNING) {
+    ADD_FAILURE() << "state " << running.dwCurrentState << "; the service's log:\n" << ReadFile(log_file);
+    return uninstall();
+  }
+  EXPECT_EQ(running.dwControlsAccepted & (SERVICE_ACCEPT_STOP | SERVICE_ACCEPT_PARAMCHANGE),
+            static_cast<DWORD>(SERVICE_ACCEPT_STOP | SERVICE_ACCEPT_PARAMCHANGE));
+  EXPECT_TRUE(Echo("to the service").ok());
+
+  ProgramRun reload = Ctl({"--admin-socket", R"(\\.\pipe\csi-proxy-admin)", "reload"});
+  EXPECT_EQ(reload.exit_code, 0) << reload.output;
+  SERVICE_STATUS status{};
+  EXPECT_TRUE(ControlService(service, SERVICE_CONTROL_PARAMCHANGE, &status)) << host::ErrorText(GetLastError());
+
+  auto in_flight = std::async(std::launch::async, [] { return Echo("slow", nullptr, 1500, "/v1.Echo/Sleep"); });
+  std::this_thread::sleep_for(500ms);
+  auto stopping = std::chrono::steady_clock::now();
+  EXPECT_TRUE(ControlService(service, SERVICE_CONTROL_STOP, &status)) << host::ErrorText(GetLastError());
+  SERVICE_STATUS stopped = wait_for(SERVICE_STOPPED, 30s);
+  EXPECT_EQ(stopped.dwCurrentState, static_cast<DWORD>(SERVICE_STOPPED));
+  EXPECT_EQ(stopped.dwWin32ExitCode, static_cast<DWORD>(NO_ERROR));
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, 10s) << "within shutdown_timeout_seconds";
+  grpc::Status s = in_flight.get();
+  EXPECT_TRUE(s.ok()) << "the call in flight when the service stopped: " << s.error_message();
+
+  std::string log = ReadFile(log_file);
+  EXPECT_NE(log.find("admin request: reloading"), std::string::npos) << log;
+  EXPECT_NE(log.find("received a service parameter change; reloading"), std::string::npos) << log;
+  EXPECT_NE(log.find("received a service stop; stopping"), std::string::npos) << log;
+  uninstall();
+}
+
+}  // namespace
+}  // namespace csi_proxy::testing
