@@ -7,6 +7,9 @@
 // caller out) is named in docs/windows.md.
 #include <winsock2.h>  // before any header that includes windows.h
 
+#include <aclapi.h>
+#include <sddl.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -298,6 +301,97 @@ TEST(WindowsHost, UpstreamFlagsAreMappedOntoTheConfiguration) {
   EXPECT_NE(bad.output.find("-metrics-bind-address=nowhere: not IP:PORT"), std::string::npos) << bad.output;
   ProgramRun unknown = host.RunToExit({"-no-such-flag"});
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+}
+
+// A new build of a group installed at the same path while the old one serves: Windows lets a loaded DLL be renamed
+// away, not overwritten, and its loader would hand back the module already loaded from that path, so the host
+// loads the new file from a private copy, removed once that build is unloaded.
+TEST(WindowsHost, AnUpgradeAtTheSamePathLoadsTheNewFile) {
+  WindowsTempDir plugins;
+  std::string dll = plugins.path() + "\\csi-proxy-echo.dll";
+  ASSERT_TRUE(CopyFileW(host::Widen(ECHO_LIBRARY).c_str(), host::Widen(dll).c_str(), FALSE));
+  WindowsHost host("[groups.echo]\nlibrary = " + TomlPath(dll) + "\n");
+  ASSERT_TRUE(host.Start(kEchoEndpoints)) << host.error();
+  ASSERT_TRUE(Echo("first build").ok());
+
+  ASSERT_TRUE(MoveFileExW(host::Widen(dll).c_str(), host::Widen(dll + ".old").c_str(), 0))
+      << host::ErrorText(GetLastError());
+  ASSERT_TRUE(CopyFileW(host::Widen(ECHO_LIBRARY).c_str(), host::Widen(dll).c_str(), FALSE));
+  ProgramRun reload = Ctl({"--config", host.config_path(), "reload"});
+  EXPECT_EQ(reload.exit_code, 0) << reload.output;
+  EXPECT_NE(reload.output.find("group 'echo' reloaded"), std::string::npos) << reload.output;
+  wchar_t temp[MAX_PATH + 1];
+  GetTempPathW(MAX_PATH + 1, temp);
+  std::string copy = host::Narrow(temp) + "csi-proxy-" + std::to_string(host.pid()) + "-0\\csi-proxy-echo.dll";
+  EXPECT_NE(GetFileAttributesW(host::Widen(copy).c_str()), INVALID_FILE_ATTRIBUTES) << "no private copy at " << copy;
+  v1::EchoResponse response;
+  ASSERT_TRUE(Echo("new build", &response).ok());
+  EXPECT_EQ(response.text(), "new build");
+  EXPECT_EQ(host.Stop(), 0);
+  EXPECT_EQ(GetFileAttributesW(host::Widen(copy).c_str()), INVALID_FILE_ATTRIBUTES) << copy << " outlived the host";
+}
+
+// The files a SYSTEM host takes code and settings from must be SYSTEM's, the Administrators' or its own, and no
+// one else may change them (Wine keeps a DACL as the file's Unix mode, so Everyone's write shows there too).
+TEST(WindowsHost, FilesOthersMayChangeAreRefused) {
+  WindowsHost host(EchoTable());
+  ProgramRun trusted = host.RunToExit({"--check-config"});
+  ASSERT_EQ(trusted.exit_code, 0) << trusted.output;
+
+  PSECURITY_DESCRIPTOR descriptor = nullptr;
+  ASSERT_TRUE(
+      ConvertStringSecurityDescriptorToSecurityDescriptorW(L"D:(A;;FA;;;WD)", SDDL_REVISION_1, &descriptor, nullptr));
+  BOOL present = FALSE, defaulted = FALSE;
+  PACL everyone = nullptr;
+  GetSecurityDescriptorDacl(descriptor, &present, &everyone, &defaulted);
+  std::wstring config = host::Widen(host.config_path());
+  ASSERT_EQ(SetNamedSecurityInfoW(config.data(), SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, nullptr, nullptr, everyone,
+                                  nullptr),
+            static_cast<DWORD>(ERROR_SUCCESS));
+  LocalFree(descriptor);
+
+  ProgramRun refused = host.RunToExit({});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("the configuration file"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("lets Everyone (S-1-1-0) change it"), std::string::npos) << refused.output;
+  ProgramRun allowed = host.RunToExit({"--check-config", "--allow-untrusted-files"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+}
+
+// Prometheus metrics over civetweb on Windows, at the address upstream's -metrics-bind-address gives.
+TEST(WindowsHost, ServesMetrics) {
+  ASSERT_TRUE(host::EnsureWinsock());
+  // A port free now: bound and released.
+  host::UniqueSocket probe(socket(AF_INET, SOCK_STREAM, IPPROTO_TCP));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(probe.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  int length = sizeof address;
+  getsockname(probe.get(), reinterpret_cast<sockaddr*>(&address), &length);
+  int port = ntohs(address.sin_port);
+  probe.reset();
+
+  WindowsHost host(EchoTable());
+  ASSERT_TRUE(host.Start(kEchoEndpoints, {"-metrics-bind-address=localhost:" + std::to_string(port)})) << host.error();
+  ASSERT_TRUE(Echo("counted").ok());
+  host::UniqueSocket client(socket(AF_INET, SOCK_STREAM, IPPROTO_TCP));
+  ASSERT_EQ(connect(client.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  std::string request = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  send(client.get(), request.data(), static_cast<int>(request.size()), 0);
+  std::string answer;
+  char buffer[4096];
+  for (int n; (n = recv(client.get(), buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, static_cast<size_t>(n));
+  EXPECT_NE(answer.find("HTTP/1.1 200 OK"), std::string::npos) << answer.substr(0, 200);
+  EXPECT_NE(
+      answer.find(
+          R"(grpc_server_handled_total{grpc_code="OK",grpc_method="Echo",grpc_service="v1.Echo",grpc_type="unary"} 1)"),
+      std::string::npos)
+      << answer;
+  EXPECT_NE(answer.find("csi_proxy_group_info{"), std::string::npos) << answer;
+  EXPECT_EQ(host.Stop(), 0);
+  EXPECT_NE(host.log().find("metrics on http://127.0.0.1:" + std::to_string(port) + "/metrics"), std::string::npos)
+      << host.log();
 }
 
 // The service as upstream's users run it: installed, started by the SCM, reloaded through the admin pipe and by
