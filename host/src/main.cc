@@ -131,7 +131,6 @@ int main(int argc, char** argv) {
   if (opts.config_path.empty()) opts.config_path = csi_proxy::host::DefaultConfigPath(exe_dir);
   if (opts.allow_untrusted_files) csi_proxy::host::AllowUntrustedFiles();
   auto load_config = [&]() -> csi_proxy::StatusOr<HostConfig> {
-    CSI_PROXY_RETURN_IF_ERROR(csi_proxy::host::CheckTrustedFile(opts.config_path, "the configuration file"));
     auto config = csi_proxy::host::LoadConfig(opts.config_path, exe_dir);
     if (config.ok()) csi_proxy::host::ApplySystemFlags(system, *config);
     if (config.ok() && !opts.log_level.empty()) config->log_level = opts.log_level;  // the flag wins

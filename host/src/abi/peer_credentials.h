@@ -6,12 +6,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/system_accounts.h"
 
 namespace csi_proxy::host {
+
+class PeerProcess;  // abi/peer_process.h
 
 struct PeerCredentials {
   int64_t pid = -1;
@@ -22,6 +25,8 @@ struct PeerCredentials {
   // authorization list admits.
   std::string user_sid;
   std::vector<std::string> group_sids;
+  // The connecting process, pinned at accept, with [host] check_caller_process; null otherwise.
+  std::shared_ptr<const PeerProcess> process;
 };
 
 // Whether the caller's own account is in `accounts`: its uid; on Windows its user SID.

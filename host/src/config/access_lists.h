@@ -21,7 +21,9 @@ struct AccessLists {
   bool operator==(const AccessLists&) const = default;
 };
 
-// The lists a group's table gives replace, key by key, those of [host]; the others come from [host].
+// The lists that apply to a group: its table's, as a whole, when the table gives any of the four (a list it does
+// not give is then empty, whatever [host] says); otherwise [host]'s. Key by key would let a group table that
+// says `allowed_uids = []` ("nobody") still admit everyone in [host]'s allowed_gids.
 AccessLists MergeAccessLists(const AccessLists& host, const AccessLists& group);
 
 }  // namespace csi_proxy::host

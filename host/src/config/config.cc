@@ -3,18 +3,15 @@
 
 #include "config/host_keys.h"
 #include "config/system_accounts.h"
+#include "config/trusted_files.h"
 
 #if defined(_WIN32)
 #include <ws2tcpip.h>  // inet_pton
 #else
 #include <arpa/inet.h>
 #endif
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -191,6 +188,15 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
         return KeyError(source, *n, full, "must be text or json, not '" + value + "'");
       return Status::Ok();
     }
+    case HostKeyRule::kAuditOverflow: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (value != "drop" && value != "refuse")
+        return KeyError(source, *n, full, "must be drop or refuse, not '" + value + "'");
+      return Status::Ok();
+    }
+    case HostKeyRule::kBool:
+      return ReadBool(source, t, "host", name, c.*std::get<bool HostConfig::*>(key.field));
     case HostKeyRule::kInteger:
       return ReadInt(source, t, "host", name, key.min, key.max, c.*std::get<int HostConfig::*>(key.field));
     case HostKeyRule::kSeconds: {
@@ -399,16 +405,9 @@ StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& sourc
 }
 
 StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir) {
-  // Close-on-exec: a reload reads the file while group libraries may be starting programs.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound("cannot read configuration file " + path + ": " + std::strerror(errno));
-  std::string text;
-  char buf[8192];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
+  // The text parsed is read from the file the checks opened, so a path swapped after them is never read.
+  CSI_PROXY_ASSIGN_OR_RETURN(TrustedFile file, OpenTrustedFile(path, "the configuration file"));
+  CSI_PROXY_ASSIGN_OR_RETURN(std::string text, file.ReadAll(kMaxConfigBytes));
   return ParseConfig(text, path, executable_dir);
 }
 

@@ -27,11 +27,13 @@ const HostKey kHostKeys[] = {
     {"log_format", &HostConfig::log_format, R::kLogFormat, On::kNow, 0, 0,
      "log_format takes effect for the host log at the next start (the audit log follows it now)"},
     {"audit_log", &HostConfig::audit_log, R::kAbsolutePathOrStderr, On::kNow},
+    {"audit_log_overflow", &HostConfig::audit_log_overflow, R::kAuditOverflow, On::kNow},
     {"socket_group", &HostConfig::socket_group, R::kSystemGroup, On::kAtNextStart, 0, 0, {}, kLinuxOnly},
     {"allowed_uids", &AccessLists::allowed_uids, R::kIdList, On::kAuthorization},
     {"allowed_gids", &AccessLists::allowed_gids, R::kIdList, On::kAuthorization},
     {"read_only_uids", &AccessLists::read_only_uids, R::kIdList, On::kAuthorization},
     {"read_only_gids", &AccessLists::read_only_gids, R::kIdList, On::kAuthorization},
+    {"check_caller_process", &HostConfig::check_caller_process, R::kBool, On::kAtNextStart},
     {"metrics_address", &HostConfig::metrics_address, R::kMetricsAddress, On::kAtNextStart},
     {"workers", &HostConfig::workers, R::kInteger, On::kThroughGroups, 1, 1024},
     {"max_connections", &HostConfig::max_connections, R::kInteger, On::kAtNextStart, 16, kMaxConnections},
@@ -110,6 +112,8 @@ std::string HostKeyValueText(const HostKey& key, const HostConfig& config) {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, std::string>) {
       return value.empty() ? "off" : value;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return value ? "true" : "false";
     } else if constexpr (std::is_same_v<T, int> || std::is_same_v<T, uint32_t>) {
       return std::to_string(value);
     } else if constexpr (std::is_same_v<T, std::chrono::seconds> || std::is_same_v<T, std::chrono::milliseconds>) {

@@ -19,8 +19,8 @@ namespace csi_proxy::host {
 // Where a [host] key's value lives.
 using HostKeyField =
     std::variant<std::string HostConfig::*, std::vector<std::string> HostConfig::*, int HostConfig::*,
-                 uint32_t HostConfig::*, std::chrono::seconds HostConfig::*, std::chrono::milliseconds HostConfig::*,
-                 std::optional<std::vector<AccountId>> AccessLists::*>;
+                 bool HostConfig::*, uint32_t HostConfig::*, std::chrono::seconds HostConfig::*,
+                 std::chrono::milliseconds HostConfig::*, std::optional<std::vector<AccountId>> AccessLists::*>;
 
 // The rule a value follows; the parser checks it and names the key and the line when it is broken.
 enum class HostKeyRule {
@@ -30,6 +30,8 @@ enum class HostKeyRule {
   kAbsolutePaths,         // an array of absolute paths
   kLogLevel,              // IsValidLogLevel
   kLogFormat,             // "text" or "json"
+  kAuditOverflow,         // "drop" or "refuse"
+  kBool,                  // true or false
   kInteger,               // an integer from min to max
   kSeconds,               // an integer number of seconds from min to max
   kOctalMode,             // 0o660 or "0660", at most 0777

@@ -5,8 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
-#include <mutex>
+
+#include "abi/line_budget.h"
+#include "abi/peer_process.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -29,6 +30,12 @@ std::shared_ptr<const Authorization> Authorization::Of(std::string group, const 
 
 std::optional<std::string> Authorization::Check(const PeerCredentials& peer, std::string_view method,
                                                 const MethodHandler& handler) const {
+  // The lists judge the process that connected: with check_caller_process, only while it still runs as it did.
+  if (peer.process) {
+    if (auto changed = peer.process->Changed(peer)) {
+      return PeerText(peer) + " may not call " + std::string(method) + " of group '" + group_ + "': " + *changed;
+    }
+  }
   if (UidIn(lists_.allowed_uids, peer) || GidIn(lists_.allowed_gids, peer)) return std::nullopt;
   bool read_only_caller = UidIn(lists_.read_only_uids, peer) || GidIn(lists_.read_only_gids, peer);
   if (read_only_caller && handler.read_only()) return std::nullopt;
@@ -49,29 +56,9 @@ bool SameAuthorization(const std::shared_ptr<const Authorization>& a, const std:
 }
 
 void LogRefusal(const PeerCredentials& peer, const std::string& why) {
-  struct Quiet {
-    std::chrono::steady_clock::time_point last;
-    uint64_t unlogged = 0;
-  };
-  static std::mutex mu;
-  static std::map<std::string, Quiet> by_uid;  // guarded by mu; by PeerText (a uid, on Windows a user SID)
-  constexpr auto kEvery = std::chrono::seconds(10);
-  constexpr size_t kMaxUids = 4096;  // callers are few; forget them all rather than grow without bound
-
-  auto now = std::chrono::steady_clock::now();
+  static LineBudget budget(1, std::chrono::seconds(10));
   uint64_t unlogged = 0;
-  {
-    std::lock_guard lock(mu);
-    std::string caller = PeerText(peer);
-    if (by_uid.size() >= kMaxUids && !by_uid.count(caller)) by_uid.clear();
-    auto [it, fresh] = by_uid.try_emplace(std::move(caller));
-    if (!fresh && now - it->second.last < kEvery) {
-      ++it->second.unlogged;
-      return;
-    }
-    unlogged = it->second.unlogged;
-    it->second = {now, 0};
-  }
+  if (!budget.Allow(PeerText(peer), unlogged)) return;
   if (unlogged == 0) {
     spdlog::warn("refused a call: {} (pid {})", why, peer.pid);
   } else {

@@ -119,6 +119,9 @@ class Call : public CallAnswerSink {
                          "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
                              "' accepts at most " + std::to_string(binding_->max_request_bytes)};
     }
+    for (const auto& o : binding_->observers) {
+      if (auto refused = o->Refuses(endpoint, *handler_)) return EarlyAnswer{CSI_PROXY_STATUS_UNAVAILABLE, *refused};
+    }
     return std::nullopt;
   }
 
