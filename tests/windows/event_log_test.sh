@@ -9,19 +9,21 @@ host=$1
 if [ -z "${WINEPREFIX:-}" ]; then
   exec bash "$(dirname "$0")/../../scripts/windows/wine-session.sh" --timeout 300 -- "$0" "$@"
 fi
-dir=$(mktemp -d)
+# In the prefix's C: drive: the host refuses a configuration under a directory others may change, as /tmp is.
+dir=$(mktemp -d "$WINEPREFIX/drive_c/csi-proxy-event-log.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
+windows_dir="C:\\$(basename "$dir")"
 cat >"$dir/csi-proxy.toml" <<TOML
 [host]
-state_dir = 'Z:$dir/state'
-kubelet_path = 'Z:$dir'
+state_dir = '$windows_dir\state'
+kubelet_path = '$windows_dir'
 
 [groups.echo]
 library = 'C:\\nowhere\\csi-proxy-echo.dll'
 required = true
 TOML
 status=0
-output=$(WINEDEBUG=err+eventlog "${CSI_PROXY_WINE_DIR:-/usr/lib/wine}/wine64" "$host" --config "Z:$dir/csi-proxy.toml" 2>&1) ||
+output=$(WINEDEBUG=err+eventlog "${CSI_PROXY_WINE_DIR:-/usr/lib/wine}/wine64" "$host" --config "$windows_dir\\csi-proxy.toml" 2>&1) ||
   status=$?
 echo "$output"
 expected="err:eventlog:ReportEventW L\"csi-proxy failed to start: required group 'echo' failed to load"

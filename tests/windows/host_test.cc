@@ -137,8 +137,9 @@ TEST(WindowsHost, CheckConfigNamesThePipes) {
   EXPECT_NE(run.output.find("a start would serve this configuration"), std::string::npos) << run.output;
 }
 
+// With check_caller_process, every call also asks whether the process that connected still runs as it did.
 TEST(WindowsHost, AuditLogCarriesTheCallersSids) {
-  WindowsHost host(EchoTable());
+  WindowsHost host(EchoTable(), "check_caller_process = true");
   ASSERT_TRUE(host.Start(kEchoEndpoints)) << host.error();
   ASSERT_TRUE(Echo("audited").ok());
   ASSERT_EQ(host.Stop(), 0);

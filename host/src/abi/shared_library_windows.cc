@@ -1,8 +1,10 @@
-// See shared_library.h: on Windows the loader hands back the module already loaded from a path, even when a new
-// build has been put at that path since (a loaded DLL can be renamed away, not overwritten), so the new build is
-// loaded from a private copy: a fresh directory only SYSTEM, Administrators and the host's own account may change,
-// removed once the library is unloaded. The loader's reason is the Win32 error, said in words an admin can act on;
-// a file's identity is its volume, file index, size and last write time.
+// See shared_library.h: the loader takes the checked file by its final path (where it really is, after links and
+// junctions, in directories only trusted accounts may change; the host holds it open, sharing no writes). The
+// loader hands back the module already loaded from a path, even when a new build has been put at that path since
+// (a loaded DLL can be renamed away, not overwritten), so the new build is then loaded from a private copy, made
+// from the checked open file in a fresh directory only SYSTEM, Administrators and the host's own account may
+// change, and removed once the library is unloaded. The loader's reason is the Win32 error, said in words an admin
+// can act on; a file's identity is its volume, file index, size and last write time.
 #include "abi/shared_library.h"
 
 #include "config/win32_windows.h"  // winsock2.h and windows.h, before the headers that need them
@@ -12,6 +14,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 namespace csi_proxy::host {
 namespace {
@@ -54,21 +57,63 @@ StatusOr<std::wstring> MakePrivateDirectory() {
   return failed.ok() ? FailedPrecondition("cannot make a directory for a private copy of the library") : failed;
 }
 
+// The path the open `file` was reached by, after links and junctions, without the \\?\ prefix.
+StatusOr<std::wstring> FinalPathOf(HANDLE file) {
+  std::vector<wchar_t> buffer(MAX_PATH);
+  DWORD n = GetFinalPathNameByHandleW(file, buffer.data(), static_cast<DWORD>(buffer.size()), 0);
+  if (n >= buffer.size()) {
+    buffer.resize(n + 1);
+    n = GetFinalPathNameByHandleW(file, buffer.data(), static_cast<DWORD>(buffer.size()), 0);
+  }
+  if (n == 0 || n >= buffer.size()) {
+    return FailedPrecondition("cannot tell where the library file is: " + ErrorText(GetLastError()));
+  }
+  std::wstring name(buffer.data(), n);
+  if (name.rfind(L"\\\\?\\UNC\\", 0) == 0) return L"\\\\" + name.substr(8);
+  if (name.rfind(L"\\\\?\\", 0) == 0) return name.substr(4);
+  return name;
+}
+
+// Copies what the open `from` holds, from its start, into the new file `to`.
+Status CopyOpenFile(HANDLE from, const std::wstring& to) {
+  UniqueHandle out(CreateFileW(to.c_str(), GENERIC_WRITE, 0, nullptr, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, nullptr));
+  if (!out.valid())
+    return FailedPrecondition("cannot make a private copy of the library: " + ErrorText(GetLastError()));
+  std::vector<char> buffer(1 << 16);
+  for (uint64_t at = 0;;) {
+    OVERLAPPED where{};
+    where.Offset = static_cast<DWORD>(at);
+    where.OffsetHigh = static_cast<DWORD>(at >> 32);
+    DWORD n = 0;
+    if (!ReadFile(from, buffer.data(), static_cast<DWORD>(buffer.size()), &n, &where)) {
+      if (GetLastError() == ERROR_HANDLE_EOF) return Status::Ok();
+      return FailedPrecondition("cannot read the library to copy it: " + ErrorText(GetLastError()));
+    }
+    if (n == 0) return Status::Ok();
+    DWORD written = 0;
+    if (!WriteFile(out.get(), buffer.data(), n, &written, nullptr) || written != n) {
+      return FailedPrecondition("cannot make a private copy of the library: " + ErrorText(GetLastError()));
+    }
+    at += n;
+  }
+}
+
 }  // namespace
 
-StatusOr<std::string> PrivateLoadPath(const std::string& path, intptr_t& copy) {
-  std::wstring wide = Widen(path);
-  if (GetModuleHandleW(wide.c_str()) == nullptr) return path;
+StatusOr<std::string> LoadPath(const TrustedFile& file, intptr_t& copy) {
+  // The final path, not the one configured: a link or junction on the way cannot lead the loader elsewhere.
+  HANDLE handle = reinterpret_cast<HANDLE>(file.handle());
+  CSI_PROXY_ASSIGN_OR_RETURN(std::wstring path, FinalPathOf(handle));
+  if (GetModuleHandleW(path.c_str()) == nullptr) return Narrow(path);
   CSI_PROXY_ASSIGN_OR_RETURN(std::wstring dir, MakePrivateDirectory());
-  std::wstring name = wide.substr(wide.find_last_of(L"\\/") + 1);
-  std::wstring file = dir + L"\\" + name;
-  if (!CopyFileW(wide.c_str(), file.c_str(), TRUE)) {
-    DWORD error = GetLastError();
+  std::wstring copied = dir + L"\\" + path.substr(path.find_last_of(L"\\/") + 1);
+  if (Status made = CopyOpenFile(handle, copied); !made.ok()) {
+    DeleteFileW(copied.c_str());
     RemoveDirectoryW(dir.c_str());
-    return FailedPrecondition("cannot make a private copy of the library: " + ErrorText(error));
+    return made;
   }
-  copy = reinterpret_cast<intptr_t>(new PrivateCopy{dir, file});
-  return Narrow(file);
+  copy = reinterpret_cast<intptr_t>(new PrivateCopy{dir, copied});
+  return Narrow(copied);
 }
 
 void ReleasePrivateCopy(intptr_t copy) {

@@ -1,7 +1,12 @@
-// See trusted_files.h: on Windows a file or directory is trusted when its owner is SYSTEM, the Administrators
-// group, TrustedInstaller or the host's own account, and its DACL lets nobody else change it (write, append,
-// delete, change its DACL or owner; for a directory also add or delete what is in it). Deny entries only take
-// rights away, so only allow entries count; a missing (null) DACL lets everyone do everything.
+// See trusted_files.h: on Windows a file is opened once, then the open file and every directory of its final path
+// (after links and junctions: where it really is) are checked, and from then on the host uses that open file, or
+// its final path, never the path it was given again. A file or directory is trusted when its owner is SYSTEM, the
+// Administrators group, TrustedInstaller or the host's own account, and its DACL lets nobody else change it:
+// write, append, delete, change its DACL or owner; for a directory, delete what is in it, change its DACL or owner,
+// or delete it (adding new entries replaces nothing, which is why every user may create folders in C:\). Deny
+// entries only take rights away, so only allow entries count; a missing (null) DACL lets everyone do everything.
+// A file to read is opened sharing reads and deletion, not writes: an admin may still rename a loaded DLL away to
+// put a new build in its place, as Windows allows for a loaded DLL.
 #include "config/trusted_files.h"
 
 #include "config/win32_windows.h"  // winsock2.h and windows.h, before the headers that need them
@@ -9,14 +14,12 @@
 #include <aclapi.h>
 #include <sddl.h>
 
-#include <atomic>
-#include <optional>
+#include <cctype>
+#include <cstdio>
 #include <vector>
 
 namespace csi_proxy::host {
 namespace {
-
-std::atomic<bool> g_allow_untrusted{false};
 
 constexpr const char* kSystemSid = "S-1-5-18";
 constexpr const char* kAdministratorsSid = "S-1-5-32-544";
@@ -41,14 +44,8 @@ std::string AccountName(PSID sid) {
 
 const std::string& HostUserSid() {
   static const std::string sid = [] {
-    HANDLE token = nullptr;
-    if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &token)) return std::string();
-    UniqueHandle owned(token);
-    DWORD size = 0;
-    GetTokenInformation(token, TokenUser, nullptr, 0, &size);
-    std::vector<unsigned char> buffer(size);
-    if (size == 0 || !GetTokenInformation(token, TokenUser, buffer.data(), size, &size)) return std::string();
-    return SidOrPlaceholder(reinterpret_cast<TOKEN_USER*>(buffer.data())->User.Sid);
+    auto accounts = TokenAccountsOf(GetCurrentProcess());
+    return accounts.ok() ? accounts->user_sid : std::string();
   }();
   return sid;
 }
@@ -59,12 +56,11 @@ bool Trusted(PSID sid) {
          (!HostUserSid().empty() && text == HostUserSid());
 }
 
-// The rights that change what a file holds, or who may change it; for a directory, also what it holds.
+// The rights by which another account could change what the host reads there.
 ACCESS_MASK ChangingRights(bool directory) {
-  ACCESS_MASK rights =
-      FILE_WRITE_DATA | FILE_APPEND_DATA | DELETE | WRITE_DAC | WRITE_OWNER | GENERIC_WRITE | GENERIC_ALL;
-  if (directory) rights |= FILE_DELETE_CHILD;  // FILE_ADD_FILE and FILE_ADD_SUBDIRECTORY are the first two
-  return rights;
+  ACCESS_MASK rights = DELETE | WRITE_DAC | WRITE_OWNER | GENERIC_ALL;
+  if (directory) return rights | FILE_DELETE_CHILD;
+  return rights | FILE_WRITE_DATA | FILE_APPEND_DATA | GENERIC_WRITE;
 }
 
 // Why an object with this owner and DACL is not to be trusted, or "" when it is.
@@ -90,53 +86,67 @@ std::string Untrusted(PSID owner, PACL dacl, bool directory) {
   return "";
 }
 
-struct Examined {
-  std::string path;  // the final path, after links
-  std::string why;   // "" when trusted
-  bool directory = false;
-};
-
-// Opens `path` (following links, as the loader and the reader will), reads its final path and security.
-std::optional<Examined> Examine(const std::string& path) {
-  UniqueHandle file(CreateFileW(Widen(path).c_str(), READ_CONTROL | FILE_READ_ATTRIBUTES,
-                                FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
-                                FILE_FLAG_BACKUP_SEMANTICS, nullptr));
-  if (!file.valid()) return std::nullopt;
-  Examined out;
-  std::vector<wchar_t> final_path(MAX_PATH);
-  DWORD n = GetFinalPathNameByHandleW(file.get(), final_path.data(), static_cast<DWORD>(final_path.size()), 0);
-  if (n >= final_path.size()) {
-    final_path.resize(n + 1);
-    n = GetFinalPathNameByHandleW(file.get(), final_path.data(), static_cast<DWORD>(final_path.size()), 0);
-  }
-  std::wstring name = n > 0 && n < final_path.size() ? std::wstring(final_path.data(), n) : Widen(path);
-  if (name.rfind(L"\\\\?\\UNC\\", 0) == 0) {
-    name = L"\\\\" + name.substr(8);
-  } else if (name.rfind(L"\\\\?\\", 0) == 0) {
-    name = name.substr(4);
-  }
-  out.path = Narrow(name);
-  BY_HANDLE_FILE_INFORMATION info{};
-  out.directory = GetFileInformationByHandle(file.get(), &info) && (info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY);
+// Why the open `handle` (a file or a directory) is not to be trusted, or "".
+std::string UntrustedHandle(HANDLE handle, bool directory) {
   PSID owner = nullptr;
   PACL dacl = nullptr;
   PSECURITY_DESCRIPTOR descriptor = nullptr;
-  DWORD error = GetSecurityInfo(file.get(), SE_FILE_OBJECT, OWNER_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION,
-                                &owner, nullptr, &dacl, nullptr, &descriptor);
-  if (error != ERROR_SUCCESS) {
-    out.why = "cannot be examined: " + ErrorText(error);
-  } else {
-    out.why = Untrusted(owner, dacl, out.directory);
-  }
+  DWORD error = GetSecurityInfo(handle, SE_FILE_OBJECT, OWNER_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION, &owner,
+                                nullptr, &dacl, nullptr, &descriptor);
+  std::string why =
+      error == ERROR_SUCCESS ? Untrusted(owner, dacl, directory) : "cannot be examined: " + ErrorText(error);
   if (descriptor != nullptr) LocalFree(descriptor);
+  return why;
+}
+
+// The path the system reached `handle` by, after links and junctions, without the \\?\ prefix.
+std::string FinalPath(HANDLE handle, const std::string& fallback) {
+  std::vector<wchar_t> buffer(MAX_PATH);
+  DWORD n = GetFinalPathNameByHandleW(handle, buffer.data(), static_cast<DWORD>(buffer.size()), 0);
+  if (n >= buffer.size()) {
+    buffer.resize(n + 1);
+    n = GetFinalPathNameByHandleW(handle, buffer.data(), static_cast<DWORD>(buffer.size()), 0);
+  }
+  if (n == 0 || n >= buffer.size()) return fallback;
+  std::wstring name(buffer.data(), n);
+  if (name.rfind(L"\\\\?\\UNC\\", 0) == 0) return "\\\\" + Narrow(name.substr(8));
+  if (name.rfind(L"\\\\?\\", 0) == 0) return Narrow(name.substr(4));
+  return Narrow(name);
+}
+
+// The directories of `path` from its root down, the last one first: C:\a\b\f -> C:\a\b, C:\a, C:\.
+std::vector<std::string> DirectoriesAbove(const std::string& path) {
+  std::vector<std::string> out;
+  std::string dir = path;
+  for (;;) {
+    size_t slash = dir.find_last_of("\\/");
+    if (slash == std::string::npos) break;
+    std::string parent = dir.substr(0, slash);
+    if (parent.size() == 2 && parent[1] == ':') parent += "\\";  // a drive's root keeps its separator
+    if (parent == dir || parent.empty() || parent.size() < 3) break;
+    out.push_back(parent);
+    if (parent.size() == 3 && parent[1] == ':') break;
+    dir = parent;
+  }
   return out;
 }
 
-std::string Parent(const std::string& path) {
-  size_t slash = path.find_last_of("\\/");
-  if (slash == std::string::npos) return ".";
-  if (slash == 2 && path[1] == ':') return path.substr(0, 3);  // a drive root keeps its separator
-  return path.substr(0, slash);
+// Every directory above the file's final path is trusted.
+Status CheckDirectoriesAbove(const std::string& final_path, const std::string& path, const std::string& what) {
+  for (const std::string& dir : DirectoriesAbove(final_path)) {
+    UniqueHandle handle(CreateFileW(Widen(dir).c_str(), READ_CONTROL,
+                                    FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
+                                    FILE_FLAG_BACKUP_SEMANTICS, nullptr));
+    if (!handle.valid()) {
+      return FailedPrecondition("cannot examine " + dir + " (on the way to " + what + " " + path +
+                                "): " + ErrorText(GetLastError()));
+    }
+    if (std::string why = UntrustedHandle(handle.get(), true); !why.empty()) {
+      return PermissionDenied(what + " " + path + " lies in " + dir + ", which " + why +
+                              "; anyone who can change it there can replace it" + kUntrustedHint);
+    }
+  }
+  return Status::Ok();
 }
 
 bool IsPipeNamespace(const std::string& path) {
@@ -146,40 +156,106 @@ bool IsPipeNamespace(const std::string& path) {
   return lower == R"(\\.\pipe)";
 }
 
+// Opens `path` with `access` and checks it and the directories above it.
+StatusOr<TrustedFile> OpenChecked(const std::string& path, const std::string& what, DWORD access, DWORD share,
+                                  DWORD disposition, SECURITY_ATTRIBUTES* create_with) {
+  HANDLE raw = CreateFileW(Widen(path).c_str(), access | READ_CONTROL, share, create_with, disposition,
+                           FILE_ATTRIBUTE_NORMAL, nullptr);
+  if (raw == INVALID_HANDLE_VALUE) {
+    DWORD error = GetLastError();
+    if (error == ERROR_FILE_NOT_FOUND || error == ERROR_PATH_NOT_FOUND) {
+      return NotFound("cannot open " + what + " " + path + ": it does not exist");
+    }
+    return FailedPrecondition("cannot open " + what + " " + path + ": " + ErrorText(error) +
+                              (error == ERROR_SHARING_VIOLATION ? " (another process is writing it)" : ""));
+  }
+  TrustedFile file(path, reinterpret_cast<intptr_t>(raw));
+  DWORD type = GetFileType(raw);
+  BY_HANDLE_FILE_INFORMATION info{};
+  if (type == FILE_TYPE_DISK && GetFileInformationByHandle(raw, &info) &&
+      (info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) != 0) {
+    return FailedPrecondition(what + " " + path + " is a directory");
+  }
+  if (UntrustedFilesAllowed()) return file;
+  if (std::string why = UntrustedHandle(raw, false); !why.empty()) {
+    return PermissionDenied(what + " " + path + " " + why + kUntrustedHint);
+  }
+  // A pipe or a device has no directories; a file's are checked as it was reached.
+  if (type == FILE_TYPE_DISK) CSI_PROXY_RETURN_IF_ERROR(CheckDirectoriesAbove(FinalPath(raw, path), path, what));
+  return file;
+}
+
 }  // namespace
 
-void AllowUntrustedFiles() { g_allow_untrusted = true; }
+void CloseFileHandle(intptr_t handle) { CloseHandle(reinterpret_cast<HANDLE>(handle)); }
 
-Status CheckTrustedFile(const std::string& path, const std::string& what) {
-  if (g_allow_untrusted) return Status::Ok();
-  std::optional<Examined> file = Examine(path);
-  if (!file) return Status::Ok();  // a missing file is reported by whoever opens it
-  if (!file->why.empty()) {
-    return PermissionDenied(what + " " + file->path + " " + file->why +
-                            "; only SYSTEM and Administrators may be able to change what the host runs "
-                            "(--allow-untrusted-files turns this check off for development)");
+StatusOr<std::string> TrustedFile::ReadAll(size_t max_bytes) const {
+  std::string text;
+  char buf[8192];
+  for (uint64_t at = 0;;) {
+    OVERLAPPED where{};
+    where.Offset = static_cast<DWORD>(at);
+    where.OffsetHigh = static_cast<DWORD>(at >> 32);
+    DWORD n = 0;
+    if (!ReadFile(reinterpret_cast<HANDLE>(handle_), buf, sizeof buf, &n, &where)) {
+      DWORD error = GetLastError();
+      if (error == ERROR_HANDLE_EOF) return text;
+      return FailedPrecondition("cannot read " + path_ + ": " + ErrorText(error));
+    }
+    if (n == 0) return text;
+    text.append(buf, n);
+    at += n;
+    if (text.size() > max_bytes) {
+      return Status(Code::kResourceExhausted, path_ + " is larger than " + std::to_string(max_bytes) + " bytes");
+    }
   }
-  std::string dir = Parent(file->path);
-  if (std::optional<Examined> parent = Examine(dir); parent && !parent->why.empty()) {
-    return PermissionDenied(what + " " + file->path + " lies in " + parent->path + ", which " + parent->why +
-                            "; anyone who can write there can replace it");
+}
+
+StatusOr<TrustedFile> OpenTrustedFile(const std::string& path, const std::string& what) {
+  return OpenChecked(path, what, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, OPEN_EXISTING, nullptr);
+}
+
+StatusOr<TrustedFile> OpenTrustedAppendFile(const std::string& path, const std::string& what) {
+  // Created for the host's account, SYSTEM and Administrators only (as 0600 is on Linux).
+  PSECURITY_DESCRIPTOR descriptor = nullptr;
+  if (!ConvertStringSecurityDescriptorToSecurityDescriptorW(L"D:P(A;;FA;;;OW)(A;;FA;;;SY)(A;;FA;;;BA)", SDDL_REVISION_1,
+                                                            &descriptor, nullptr)) {
+    return Internal("the audit log's security descriptor: " + ErrorText(GetLastError()));
   }
-  return Status::Ok();
+  SECURITY_ATTRIBUTES attributes{sizeof attributes, descriptor, FALSE};
+  // Shared for writing too: a reload opens it again while the host still appends through the old handle.
+  auto file = OpenChecked(path, what, FILE_APPEND_DATA | SYNCHRONIZE,
+                          FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, OPEN_ALWAYS, &attributes);
+  LocalFree(descriptor);
+  return file;
 }
 
 Status CheckTrustedDirectory(const std::string& path, const std::string& what) {
   // The pipe namespace is no directory anyone owns: each pipe carries its own DACL (pipe_sddl), and a pipe name
   // another process holds is refused when the host creates it.
-  if (g_allow_untrusted || IsPipeNamespace(path)) return Status::Ok();
-  std::optional<Examined> dir = Examine(path);
-  if (!dir) return Status::Ok();  // created by the host itself
-  if (!dir->directory) return FailedPrecondition(what + " " + path + " is not a directory");
-  if (!dir->why.empty()) {
-    return PermissionDenied(what + " " + dir->path + " " + dir->why +
-                            "; another user could replace what the host keeps in it (--allow-untrusted-files turns "
-                            "this check off for development)");
+  if (UntrustedFilesAllowed() || IsPipeNamespace(path)) return Status::Ok();
+  // A directory that does not exist yet is checked by the directories above it that do (the host creates it).
+  std::string dir = path;
+  std::vector<std::string> above = DirectoriesAbove(path);
+  for (size_t i = 0;; ++i) {
+    UniqueHandle handle(CreateFileW(Widen(dir).c_str(), READ_CONTROL | FILE_READ_ATTRIBUTES,
+                                    FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
+                                    FILE_FLAG_BACKUP_SEMANTICS, nullptr));
+    if (handle.valid()) {
+      BY_HANDLE_FILE_INFORMATION info{};
+      if (GetFileInformationByHandle(handle.get(), &info) && (info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) == 0) {
+        return FailedPrecondition(what + " " + path + " is not a directory");
+      }
+      if (std::string why = UntrustedHandle(handle.get(), true); !why.empty()) {
+        return PermissionDenied(what + " " + path + (dir == path ? " " + why : " lies in " + dir + ", which " + why) +
+                                "; anyone who can change it there can replace what the host keeps in it" +
+                                kUntrustedHint);
+      }
+      return CheckDirectoriesAbove(FinalPath(handle.get(), dir), path, what);
+    }
+    if (i >= above.size()) return Status::Ok();
+    dir = above[i];
   }
-  return Status::Ok();
 }
 
 }  // namespace csi_proxy::host

@@ -75,6 +75,41 @@ StatusOr<std::string> SidText(PSID sid) {
   return out;
 }
 
+namespace {
+
+StatusOr<std::vector<unsigned char>> TokenInfo(HANDLE token, TOKEN_INFORMATION_CLASS what) {
+  DWORD size = 0;
+  GetTokenInformation(token, what, nullptr, 0, &size);
+  if (size == 0) return Internal("GetTokenInformation: " + ErrorText(GetLastError()));
+  std::vector<unsigned char> buffer(size);
+  if (!GetTokenInformation(token, what, buffer.data(), size, &size)) {
+    return Internal("GetTokenInformation: " + ErrorText(GetLastError()));
+  }
+  return buffer;
+}
+
+}  // namespace
+
+StatusOr<TokenAccounts> TokenAccountsOf(HANDLE process) {
+  HANDLE raw_token = nullptr;
+  if (!OpenProcessToken(process, TOKEN_QUERY, &raw_token)) {
+    return PermissionDenied("OpenProcessToken: " + ErrorText(GetLastError()));
+  }
+  UniqueHandle token(raw_token);
+  TokenAccounts accounts;
+  CSI_PROXY_ASSIGN_OR_RETURN(auto user, TokenInfo(token.get(), TokenUser));
+  CSI_PROXY_ASSIGN_OR_RETURN(accounts.user_sid, SidText(reinterpret_cast<TOKEN_USER*>(user.data())->User.Sid));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto groups_buffer, TokenInfo(token.get(), TokenGroups));
+  const auto* groups = reinterpret_cast<const TOKEN_GROUPS*>(groups_buffer.data());
+  for (DWORD i = 0; i < groups->GroupCount; ++i) {
+    DWORD attributes = groups->Groups[i].Attributes;
+    if ((attributes & SE_GROUP_ENABLED) == 0 || (attributes & SE_GROUP_USE_FOR_DENY_ONLY) != 0) continue;
+    CSI_PROXY_ASSIGN_OR_RETURN(auto sid, SidText(groups->Groups[i].Sid));
+    accounts.group_sids.push_back(std::move(sid));
+  }
+  return accounts;
+}
+
 bool EnsureWinsock() {
   static const bool ok = [] {
     WSADATA data;

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "csi_proxy/status.hpp"
 
@@ -80,6 +81,14 @@ std::wstring ExecutablePath();
 
 // A SID in its string form, "S-1-5-32-544".
 StatusOr<std::string> SidText(PSID sid);
+
+// Who a process runs as: its token's user SID and the SIDs of its enabled groups (a deny-only group, such as
+// Administrators in a UAC-filtered token, grants nothing, so it is left out).
+struct TokenAccounts {
+  std::string user_sid;
+  std::vector<std::string> group_sids;
+};
+StatusOr<TokenAccounts> TokenAccountsOf(HANDLE process);
 
 // Winsock for this process, once (reference-counted by Windows; never undone, as gRPC keeps it too).
 bool EnsureWinsock();

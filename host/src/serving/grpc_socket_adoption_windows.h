@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "csi_proxy/status.hpp"
 #include "config/win32_windows.h"
+#include "csi_proxy/status.hpp"
 
 namespace csi_proxy::host {
 

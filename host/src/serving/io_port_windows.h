@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "csi_proxy/status.hpp"
 #include "config/win32_windows.h"
+#include "csi_proxy/status.hpp"
 
 namespace csi_proxy::host {
 

@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "serving/listeners.h"
+
+#include "abi/peer_process.h"
 #include "serving/loopback_pair_windows.h"
 #include "serving/named_pipe_listener_windows.h"
 #include "serving/pipe_client_identity_windows.h"
@@ -235,7 +237,8 @@ void AcceptLoop::Impl::Connected(NamedPipeListener* listener, UniqueHandle pipe)
     if (it == listeners_.end() || stopping_) return;
     registered = it->second;
   }
-  auto identity = IdentifyPipeClient(pipe.get(), FileTimeNow());
+  UniqueHandle process;
+  auto identity = IdentifyPipeClient(pipe.get(), FileTimeNow(), limits_.pin_peer_process ? &process : nullptr);
   if (!identity.ok()) {
     // Nobody to answer for the connection: it is closed unserved.
     refused_.Add("refused", identity.status().message());
@@ -249,6 +252,7 @@ void AcceptLoop::Impl::Connected(NamedPipeListener* listener, UniqueHandle pipe)
   held->peer.pid = identity->pid;
   held->peer.user_sid = std::move(identity->user_sid);
   held->peer.group_sids = std::move(identity->group_sids);
+  if (limits_.pin_peer_process) held->peer.process = PeerProcess::Of(reinterpret_cast<intptr_t>(process.release()));
   if (std::string why = Admit(held->peer, held->registered->id); !why.empty()) {
     refused_.Add("refused", why);
     return;

@@ -8,8 +8,8 @@
 // process connected (the same address and port on both sides), otherwise the pair is made again.
 #pragma once
 
-#include "csi_proxy/status.hpp"
 #include "config/win32_windows.h"
+#include "csi_proxy/status.hpp"
 
 namespace csi_proxy::host {
 
