@@ -349,7 +349,6 @@ TEST(WindowsHost, FilesOthersMayChangeAreRefused) {
   ASSERT_EQ(SetNamedSecurityInfoW(config.data(), SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, nullptr, nullptr, everyone,
                                   nullptr),
             static_cast<DWORD>(ERROR_SUCCESS));
-  LocalFree(descriptor);
 
   ProgramRun refused = host.RunToExit({});
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
@@ -357,6 +356,19 @@ TEST(WindowsHost, FilesOthersMayChangeAreRefused) {
   EXPECT_NE(refused.output.find("lets Everyone (S-1-1-0) change it"), std::string::npos) << refused.output;
   ProgramRun allowed = host.RunToExit({"--check-config", "--allow-untrusted-files"});
   EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+
+  // A state directory others may add to: a group would use what they put there.
+  WindowsHost shared_state(EchoTable());
+  std::wstring state = host::Widen(shared_state.dir() + "\\state");
+  ASSERT_TRUE(CreateDirectoryW(state.c_str(), nullptr));
+  ASSERT_EQ(SetNamedSecurityInfoW(state.data(), SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, nullptr, nullptr, everyone,
+                                  nullptr),
+            static_cast<DWORD>(ERROR_SUCCESS));
+  ProgramRun state_refused = shared_state.RunToExit({});
+  EXPECT_EQ(state_refused.exit_code, 1) << state_refused.output;
+  EXPECT_NE(state_refused.output.find("state_dir"), std::string::npos) << state_refused.output;
+  EXPECT_NE(state_refused.output.find("lets Everyone (S-1-1-0) change it"), std::string::npos) << state_refused.output;
+  LocalFree(descriptor);
 }
 
 // Prometheus metrics over civetweb on Windows, at the address upstream's -metrics-bind-address gives.

@@ -31,7 +31,14 @@ std::string DefaultPluginDir(const std::string& executable_dir) { return executa
 
 std::string DefaultEndpointDir() { return R"(\\.\pipe)"; }
 std::string DefaultKubeletPath() { return R"(C:\var\lib\kubelet)"; }
-std::string DefaultStateDir() { return R"(C:\var\lib\csi-proxy)"; }
+// Under ProgramData, whose default DACL lets users add entries but change none of another's: the trusted-file
+// checks pass there on a stock node, where a directory made under C:\ (C:\var) lets every user change it.
+std::string DefaultStateDir() {
+  wchar_t program_data[MAX_PATH + 1];
+  DWORD n = GetEnvironmentVariableW(L"ProgramData", program_data, MAX_PATH + 1);
+  std::string root = n > 0 && n <= MAX_PATH ? Narrow(std::wstring(program_data, n)) : R"(C:\ProgramData)";
+  return root + R"(\csi-proxy)";
+}
 
 std::string DefaultAdminSocket(const std::string& endpoint_dir) {
   return EndpointPath(endpoint_dir, "csi-proxy-admin");

@@ -2,8 +2,9 @@
 // (after links and junctions: where it really is) are checked, and from then on the host uses that open file, or
 // its final path, never the path it was given again. A file or directory is trusted when its owner is SYSTEM, the
 // Administrators group, TrustedInstaller or the host's own account, and its DACL lets nobody else change it:
-// write, append, delete, change its DACL or owner; for a directory, delete what is in it, change its DACL or owner,
-// or delete it (adding new entries replaces nothing, which is why every user may create folders in C:\). Deny
+// write, append, delete, change its DACL or owner; for a directory on the way, delete what is in it, change its
+// DACL or owner, or delete it (adding new entries replaces nothing, which is why every user may create folders in
+// C:\); a directory the host makes entries in (state_dir, the audit log's) takes no new entries from others. Deny
 // entries only take rights away, so only allow entries count; a missing (null) DACL lets everyone do everything.
 // A file to read is opened sharing reads and deletion, not writes: an admin may still rename a loaded DLL away to
 // put a new build in its place, as Windows allows for a loaded DLL.
@@ -56,15 +57,23 @@ bool Trusted(PSID sid) {
          (!HostUserSid().empty() && text == HostUserSid());
 }
 
+enum class Kind {
+  kFile,
+  kDirectoryAbove,  // on the way: adding entries to it replaces nothing the host uses
+  kDirectory,       // one the host (or a group) makes entries in by name: another's entry there would be used
+};
+
 // The rights by which another account could change what the host reads there.
-ACCESS_MASK ChangingRights(bool directory) {
+ACCESS_MASK ChangingRights(Kind kind) {
   ACCESS_MASK rights = DELETE | WRITE_DAC | WRITE_OWNER | GENERIC_ALL;
-  if (directory) return rights | FILE_DELETE_CHILD;
+  if (kind == Kind::kDirectoryAbove) return rights | FILE_DELETE_CHILD;
+  if (kind == Kind::kDirectory)
+    return rights | FILE_DELETE_CHILD | FILE_ADD_FILE | FILE_ADD_SUBDIRECTORY | GENERIC_WRITE;
   return rights | FILE_WRITE_DATA | FILE_APPEND_DATA | GENERIC_WRITE;
 }
 
 // Why an object with this owner and DACL is not to be trusted, or "" when it is.
-std::string Untrusted(PSID owner, PACL dacl, bool directory) {
+std::string Untrusted(PSID owner, PACL dacl, Kind kind) {
   if (owner == nullptr || !Trusted(owner)) {
     return "is owned by " + (owner ? AccountName(owner) : std::string("nobody")) +
            ", not by SYSTEM, Administrators or the host's account";
@@ -77,7 +86,7 @@ std::string Untrusted(PSID owner, PACL dacl, bool directory) {
     if (header->AceType != ACCESS_ALLOWED_ACE_TYPE || (header->AceFlags & INHERIT_ONLY_ACE) != 0) continue;
     const auto* ace = static_cast<const ACCESS_ALLOWED_ACE*>(raw);
     PSID sid = const_cast<DWORD*>(&ace->SidStart);
-    if ((ace->Mask & ChangingRights(directory)) != 0 && !Trusted(sid)) {
+    if ((ace->Mask & ChangingRights(kind)) != 0 && !Trusted(sid)) {
       char mask[16];
       std::snprintf(mask, sizeof mask, "0x%lx", static_cast<unsigned long>(ace->Mask));
       return "lets " + AccountName(sid) + " change it (access mask " + mask + ")";
@@ -87,14 +96,13 @@ std::string Untrusted(PSID owner, PACL dacl, bool directory) {
 }
 
 // Why the open `handle` (a file or a directory) is not to be trusted, or "".
-std::string UntrustedHandle(HANDLE handle, bool directory) {
+std::string UntrustedHandle(HANDLE handle, Kind kind) {
   PSID owner = nullptr;
   PACL dacl = nullptr;
   PSECURITY_DESCRIPTOR descriptor = nullptr;
   DWORD error = GetSecurityInfo(handle, SE_FILE_OBJECT, OWNER_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION, &owner,
                                 nullptr, &dacl, nullptr, &descriptor);
-  std::string why =
-      error == ERROR_SUCCESS ? Untrusted(owner, dacl, directory) : "cannot be examined: " + ErrorText(error);
+  std::string why = error == ERROR_SUCCESS ? Untrusted(owner, dacl, kind) : "cannot be examined: " + ErrorText(error);
   if (descriptor != nullptr) LocalFree(descriptor);
   return why;
 }
@@ -141,7 +149,7 @@ Status CheckDirectoriesAbove(const std::string& final_path, const std::string& p
       return FailedPrecondition("cannot examine " + dir + " (on the way to " + what + " " + path +
                                 "): " + ErrorText(GetLastError()));
     }
-    if (std::string why = UntrustedHandle(handle.get(), true); !why.empty()) {
+    if (std::string why = UntrustedHandle(handle.get(), Kind::kDirectoryAbove); !why.empty()) {
       return PermissionDenied(what + " " + path + " lies in " + dir + ", which " + why +
                               "; anyone who can change it there can replace it" + kUntrustedHint);
     }
@@ -177,7 +185,7 @@ StatusOr<TrustedFile> OpenChecked(const std::string& path, const std::string& wh
     return FailedPrecondition(what + " " + path + " is a directory");
   }
   if (UntrustedFilesAllowed()) return file;
-  if (std::string why = UntrustedHandle(raw, false); !why.empty()) {
+  if (std::string why = UntrustedHandle(raw, Kind::kFile); !why.empty()) {
     return PermissionDenied(what + " " + path + " " + why + kUntrustedHint);
   }
   // A pipe or a device has no directories; a file's are checked as it was reached.
@@ -246,7 +254,9 @@ Status CheckTrustedDirectory(const std::string& path, const std::string& what) {
       if (GetFileInformationByHandle(handle.get(), &info) && (info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) == 0) {
         return FailedPrecondition(what + " " + path + " is not a directory");
       }
-      if (std::string why = UntrustedHandle(handle.get(), true); !why.empty()) {
+      // The directory itself, when it exists, takes no entries from others; one above a missing one may.
+      Kind kind = dir == path ? Kind::kDirectory : Kind::kDirectoryAbove;
+      if (std::string why = UntrustedHandle(handle.get(), kind); !why.empty()) {
         return PermissionDenied(what + " " + path + (dir == path ? " " + why : " lies in " + dir + ", which " + why) +
                                 "; anyone who can change it there can replace what the host keeps in it" +
                                 kUntrustedHint);

@@ -2,6 +2,10 @@
 // (NamedPipeListener::Open: its first instance and a named mutex, so a second host fails here, before anything is
 // served); the accept loop starts accepting on it (listeners_windows.cc). The state directory's lock is a file
 // opened without sharing.
+#include "config/win32_windows.h"  // winsock2.h and windows.h, before the headers that need them
+
+#include <sddl.h>
+
 #include <cctype>
 
 #include "config/default_paths.h"
@@ -80,10 +84,19 @@ Status RequireNotServed(const std::string& path) {
 }
 
 Status LockDirectory(const std::string& dir) {
-  std::wstring wide = Widen(dir);
-  if (!CreateDirectoryW(wide.c_str(), nullptr) && GetLastError() != ERROR_ALREADY_EXISTS) {
-    return Internal("cannot create " + dir + ": " + ErrorText(GetLastError()));
+  // Made for SYSTEM, Administrators and the host's account (users may read), not inheriting what the parent gives
+  // others (ProgramData lets every user add entries): what 0755 is on Linux.
+  PSECURITY_DESCRIPTOR descriptor = nullptr;
+  if (!ConvertStringSecurityDescriptorToSecurityDescriptorW(
+          L"D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;FA;;;OW)(A;OICI;0x1200a9;;;BU)", SDDL_REVISION_1, &descriptor,
+          nullptr)) {
+    return Internal("the state directory's security descriptor: " + ErrorText(GetLastError()));
   }
+  SECURITY_ATTRIBUTES attributes{sizeof attributes, descriptor, FALSE};
+  bool made = CreateDirectoryW(Widen(dir).c_str(), &attributes);
+  DWORD error = GetLastError();
+  LocalFree(descriptor);
+  if (!made && error != ERROR_ALREADY_EXISTS) return Internal("cannot create " + dir + ": " + ErrorText(error));
   std::string path = dir + "\\.csi-proxy.lock";
   // No sharing: a second opener fails with a sharing violation for as long as this handle is open.
   UniqueHandle lock(CreateFileW(Widen(path).c_str(), GENERIC_READ | GENERIC_WRITE, 0, nullptr, OPEN_ALWAYS,
