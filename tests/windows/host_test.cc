@@ -163,9 +163,11 @@ TEST(WindowsHost, AuthorizationListsAdmitBySidOrNameAndRefuseOthers) {
   grpc::Status s = Echo("listed by SID");
   EXPECT_TRUE(s.ok()) << s.error_message();
 
+  // The [host] table as it is, the echo group's table with other lists.
+  const std::string config = ReadFile(host.config_path());
+  const std::string host_table = config.substr(0, config.find("[groups"));
   auto reload_with = [&](const std::string& keys) {
-    WriteFile(host.config_path(),
-              ReadFile(host.config_path()).substr(0, ReadFile(host.config_path()).find("[groups")) + EchoTable(keys));
+    WriteFile(host.config_path(), host_table + EchoTable(keys));
     ProgramRun run = Ctl({"--admin-socket", R"(\\.\pipe\csi-proxy-admin)", "reload"});
     EXPECT_EQ(run.exit_code, 0) << run.output;
     EXPECT_NE(run.output.find("authorization lists"), std::string::npos) << run.output;
