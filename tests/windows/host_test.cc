@@ -23,6 +23,12 @@
 #include "pipe_client.h"
 #include "pipe_client_identity_windows.h"
 #include "v1/echo.pb.h"
+#include "v1/filesystem.pb.h"
+#include "v1alpha1/filesystem.pb.h"
+#include "v1alpha1/system.pb.h"
+#include "v1beta1/filesystem.pb.h"
+#include "v1beta2/filesystem.pb.h"
+#include "v2alpha1/filesystem.pb.h"
 #include "windows_host.h"
 
 namespace csi_proxy::testing {
@@ -53,23 +59,57 @@ grpc::Status Echo(const std::string& text, v1::EchoResponse* response = nullptr,
   return CallPipe("csi-proxy-echo-v1", method, request, response ? response : &ignored);
 }
 
-// One group the Windows host serves: its table, the pipes it must serve and a call on them that must succeed.
+// PathExists of the host's kubelet directory on the filesystem group's pipe of `version`.
+template <typename Request, typename Response>
+void KubeletPathExists(const WindowsHost& host, const std::string& version) {
+  Request request;
+  request.set_path(host.dir() + "\\kubelet");
+  Response response;
+  grpc::Status s =
+      CallPipe("csi-proxy-filesystem-" + version, "/" + version + ".Filesystem/PathExists", request, &response);
+  ASSERT_TRUE(s.ok()) << version << ": " << s.error_message();
+  EXPECT_TRUE(response.exists()) << version;
+}
+
+// One group the Windows host serves: its table, the pipes it must serve and calls on them that must succeed.
 // A group joins the test when its DLL is in the build tree.
 struct ServedGroup {
   std::string name;
   std::string library;  // in the build tree
   std::string keys;     // more lines of its table
   std::vector<std::string> endpoints;
-  std::function<void()> call;  // a call with the group's own messages, checked
+  std::function<void(const WindowsHost&)> call;  // calls with the group's own messages, checked
 };
 
 std::vector<ServedGroup> EnabledGroups() {
   std::vector<ServedGroup> all = {
+      {"filesystem",
+       FILESYSTEM_LIBRARY,
+       "",
+       {"csi-proxy-filesystem-v1", "csi-proxy-filesystem-v1alpha1", "csi-proxy-filesystem-v1beta1",
+        "csi-proxy-filesystem-v1beta2", "csi-proxy-filesystem-v2alpha1"},
+       [](const WindowsHost& host) {
+         KubeletPathExists<v1::PathExistsRequest, v1::PathExistsResponse>(host, "v1");
+         KubeletPathExists<v1alpha1::PathExistsRequest, v1alpha1::PathExistsResponse>(host, "v1alpha1");
+         KubeletPathExists<v1beta1::PathExistsRequest, v1beta1::PathExistsResponse>(host, "v1beta1");
+         KubeletPathExists<v1beta2::PathExistsRequest, v1beta2::PathExistsResponse>(host, "v1beta2");
+         KubeletPathExists<v2alpha1::PathExistsRequest, v2alpha1::PathExistsResponse>(host, "v2alpha1");
+       }},
+      {"system",
+       SYSTEM_LIBRARY,
+       "",
+       {"csi-proxy-system-v1alpha1"},
+       [](const WindowsHost&) {
+         v1alpha1::GetBIOSSerialNumberResponse serial;
+         grpc::Status s = CallPipe("csi-proxy-system-v1alpha1", "/v1alpha1.System/GetBIOSSerialNumber",
+                                   v1alpha1::GetBIOSSerialNumberRequest(), &serial);
+         EXPECT_TRUE(s.ok()) << s.error_message();
+       }},
       {"echo",
        ECHO_LIBRARY,
        "greeting = 'from the pipe'",
        {"csi-proxy-echo-v1", "csi-proxy-echo-v1alpha1"},
-       [] {
+       [](const WindowsHost&) {
          v1::EchoResponse response;
          grpc::Status s = Echo("over the pipe", &response);
          ASSERT_TRUE(s.ok()) << s.error_message();
@@ -123,7 +163,7 @@ TEST(WindowsHost, ServesEveryEnabledGroupOverItsPipe) {
   }
   for (const auto& group : groups) {
     SCOPED_TRACE("group " + group.name);
-    group.call();
+    group.call(host);
   }
   EXPECT_EQ(host.Stop(), 0) << host.log();
   for (const auto& endpoint : Endpoints(groups)) EXPECT_FALSE(PipeExists(endpoint)) << endpoint << " outlived the host";
