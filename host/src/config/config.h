@@ -48,6 +48,7 @@ struct HostConfig {
   int workers = 16;  // the default budget of each group (see GroupConfig::workers)
   uint32_t socket_mode = 0660;
   std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
+  std::string pipe_sddl = DefaultPipeSecurity();  // Windows: the endpoint pipes' security descriptor
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   int max_connections = 4096;            // open connections in all (also bounded by the open-file limit)
   int max_connections_per_uid = 0;       // for one caller's uid; 0: a quarter of max_connections

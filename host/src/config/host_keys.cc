@@ -2,12 +2,17 @@
 #include "config/host_keys.h"
 
 #include <type_traits>
+#include <vector>
+
+#include "config/default_paths.h"
 
 namespace csi_proxy::host {
 namespace {
 
 using R = HostKeyRule;
 using On = HostKeyReload;
+constexpr HostKeySystem kLinuxOnly = HostKeySystem::kLinux;
+constexpr HostKeySystem kWindowsOnly = HostKeySystem::kWindows;
 
 constexpr int64_t kMaxConnections = 1000000;
 
@@ -23,7 +28,7 @@ const HostKey kHostKeys[] = {
      "log_format takes effect for the host log at the next start (the audit log follows it now)"},
     {"audit_log", &HostConfig::audit_log, R::kAbsolutePathOrStderr, On::kNow},
     {"audit_log_overflow", &HostConfig::audit_log_overflow, R::kAuditOverflow, On::kNow},
-    {"socket_group", &HostConfig::socket_group, R::kSystemGroup, On::kAtNextStart},
+    {"socket_group", &HostConfig::socket_group, R::kSystemGroup, On::kAtNextStart, 0, 0, {}, kLinuxOnly},
     {"allowed_uids", &AccessLists::allowed_uids, R::kIdList, On::kAuthorization},
     {"allowed_gids", &AccessLists::allowed_gids, R::kIdList, On::kAuthorization},
     {"read_only_uids", &AccessLists::read_only_uids, R::kIdList, On::kAuthorization},
@@ -39,15 +44,21 @@ const HostKey kHostKeys[] = {
     {"handshake_timeout_seconds", &HostConfig::handshake_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
     {"idle_timeout_seconds", &HostConfig::idle_timeout, R::kSeconds, On::kAtNextStart, 1, 7 * 24 * 3600},
     {"shutdown_timeout_seconds", &HostConfig::shutdown_timeout, R::kSeconds, On::kNow, 0, 3600},
-    {"socket_mode", &HostConfig::socket_mode, R::kOctalMode, On::kAtNextStart},
+    {"socket_mode", &HostConfig::socket_mode, R::kOctalMode, On::kAtNextStart, 0, 0, {}, kLinuxOnly},
+    {"pipe_sddl", &HostConfig::pipe_sddl, R::kSecurityDescriptor, On::kAtNextStart, 0, 0, {}, kWindowsOnly},
 };
+
+bool OnThisSystem(const HostKey& key) {
+  return key.system == HostKeySystem::kAll ||
+         key.system == (ThisSystem() == OperatingSystem::kWindows ? HostKeySystem::kWindows : HostKeySystem::kLinux);
+}
 
 // Calls `fn` with a reference to `key`'s value in `config`.
 template <typename Config, typename Fn>
 decltype(auto) WithValue(const HostKey& key, Config& config, Fn&& fn) {
   return std::visit(
       [&](auto member) -> decltype(auto) {
-        if constexpr (std::is_same_v<decltype(member), std::optional<std::vector<uint32_t>> AccessLists::*>) {
+        if constexpr (std::is_same_v<decltype(member), std::optional<std::vector<AccountId>> AccessLists::*>) {
           return fn(config.access.*member);
         } else {
           return fn(config.*member);
@@ -58,7 +69,23 @@ decltype(auto) WithValue(const HostKey& key, Config& config, Fn&& fn) {
 
 }  // namespace
 
-std::span<const HostKey> HostKeys() { return kHostKeys; }
+std::span<const HostKey> HostKeys() {
+  static const std::vector<HostKey> keys = [] {
+    std::vector<HostKey> out;
+    for (const HostKey& key : kHostKeys) {
+      if (OnThisSystem(key)) out.push_back(key);
+    }
+    return out;
+  }();
+  return keys;
+}
+
+const HostKey* OtherSystemHostKey(std::string_view name) {
+  for (const HostKey& key : kHostKeys) {
+    if (key.name == name && !OnThisSystem(key)) return &key;
+  }
+  return nullptr;
+}
 
 bool SameHostKeyValue(const HostKey& key, const HostConfig& a, const HostConfig& b) {
   return WithValue(key, a, [&](const auto& va) {
@@ -97,7 +124,7 @@ std::string HostKeyValueText(const HostKey& key, const HostConfig& config) {
         for (const auto& item : value) out += (out.empty() ? "" : ",") + item;
       } else {
         if (!value) return "unset";
-        for (uint32_t id : *value) out += (out.empty() ? "" : ",") + std::to_string(id);
+        for (const AccountId& id : *value) out += (out.empty() ? "" : ",") + AccountText(id);
       }
       return "[" + out + "]";
     }

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <deque>
 #include <thread>
@@ -18,13 +19,18 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
   time_t secs = system_clock::to_time_t(t);
   auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count() % 1000;
   if (ms < 0) ms += 1000;
-  tm local{};
+  tm local{}, utc{};
   localtime_r(&secs, &local);
-  char date[32], zone[8];
+  gmtime_r(&secs, &utc);
+  char date[32];
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &local);
-  strftime(zone, sizeof zone, "%z", &local);  // +0100
+  // The zone's offset from the two broken-down times, not strftime's %z, which Windows' C runtime fills with the
+  // zone's name. The two dates are at most a day apart.
+  int days = local.tm_year != utc.tm_year ? (local.tm_year > utc.tm_year ? 1 : -1) : local.tm_yday - utc.tm_yday;
+  int offset = days * 1440 + (local.tm_hour - utc.tm_hour) * 60 + (local.tm_min - utc.tm_min);
   char out[64];
-  std::snprintf(out, sizeof out, "%s.%03lld%.3s:%.2s", date, static_cast<long long>(ms), zone, zone + 3);
+  std::snprintf(out, sizeof out, "%s.%03lld%c%02d:%02d", date, static_cast<long long>(ms), offset < 0 ? '-' : '+',
+                std::abs(offset) / 60, std::abs(offset) % 60);
   return out;
 }
 
@@ -308,6 +314,15 @@ std::string AuditLog::Line(const CallEvent& event, std::chrono::system_clock::ti
   const std::string code = CodeName(event.code);
   const PeerCredentials& p = event.peer;
   const bool json = json_;
+  // A Windows caller is its token's SIDs, as a Linux caller is its uid and gid.
+  std::string caller = json ? ",\"uid\":" + std::to_string(p.uid) + ",\"gid\":" + std::to_string(p.gid)
+                            : " uid=" + std::to_string(p.uid) + " gid=" + std::to_string(p.gid);
+  if (!p.user_sid.empty()) {
+    std::string groups;
+    for (const auto& sid : p.group_sids) groups += (groups.empty() ? "" : ",") + (json ? JsonQuote(sid) : sid);
+    caller = json ? ",\"user_sid\":" + JsonQuote(p.user_sid) + ",\"group_sids\":[" + groups + "]"
+                  : " user_sid=" + p.user_sid + " group_sids=" + groups;
+  }
   // A field over its bound is cut, and the line says how long it was: a caller cannot make a line (or the
   // disk's share of it) as large as it likes.
   bool cut = false;
@@ -338,13 +353,12 @@ std::string AuditLog::Line(const CallEvent& event, std::chrono::system_clock::ti
   if (json) {
     return "{\"time\":" + JsonQuote(Rfc3339(now)) + ",\"audit\":true,\"group\":" + JsonQuote(e.group) +
            ",\"version\":" + JsonQuote(e.version) + ",\"method\":" + JsonQuote(event.method) +
-           ",\"pid\":" + std::to_string(p.pid) + ",\"uid\":" + std::to_string(p.uid) +
-           ",\"gid\":" + std::to_string(p.gid) + request_fields + ",\"code\":" + JsonQuote(code) +
+           ",\"pid\":" + std::to_string(p.pid) + caller + request_fields + ",\"code\":" + JsonQuote(code) +
            ",\"duration_ms\":" + duration + message_fields + refusals + "}";
   }
   return Rfc3339(now) + " audit group=" + e.group + " version=" + e.version + " method=" + std::string(event.method) +
-         " pid=" + std::to_string(p.pid) + " uid=" + std::to_string(p.uid) + " gid=" + std::to_string(p.gid) +
-         " code=" + code + " duration_ms=" + duration + request_fields + message_fields + refusals;
+         " pid=" + std::to_string(p.pid) + caller + " code=" + code + " duration_ms=" + duration + request_fields +
+         message_fields + refusals;
 }
 
 void AuditLog::OnFinished(const CallEvent& event) {
@@ -355,7 +369,7 @@ void AuditLog::OnFinished(const CallEvent& event) {
   // A call this log refused never ran: counted (calls_refused), not written.
   if (event.code == CSI_PROXY_STATUS_UNAVAILABLE && event.message == kRefusalMessage) return;
   uint64_t not_written = 0;
-  if (refused && !refusal_budget_.Allow(std::to_string(event.peer.uid), not_written)) {
+  if (refused && !refusal_budget_.Allow(PeerText(event.peer), not_written)) {
     ++writer_->refusals_not_written;
     return;
   }

@@ -1,6 +1,6 @@
 // The audit log ([host] audit_log): one line per mutating call and per refused call (PERMISSION_DENIED), with
-// the time, the group and method, the caller's pid, uid and gid, the request as JSON with its secrets redacted,
-// the answer's code and the duration. A call observer of every endpoint.
+// the time, the group and method, the caller's pid, uid and gid (on Windows its user and group SIDs), the request
+// as JSON with its secrets redacted, the answer's code and the duration. A call observer of every endpoint.
 //
 // A line is rendered on the thread that answers the call and queued; one writer thread writes the queue to the
 // sink (observe/audit_sink.h), so a sink that stops taking lines (a full pipe, a hung network file system) never

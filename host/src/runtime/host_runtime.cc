@@ -10,7 +10,6 @@
 
 #include "abi/peer_process.h"
 #include "config/host_keys.h"
-#include "config/system_accounts.h"
 #include "config/trusted_files.h"
 #include "observe/metrics.h"
 #include "runtime/reload_plan.h"
@@ -66,7 +65,9 @@ std::string ReloadReport::Summary() const {
 }
 
 Status CheckHostDirectories(const HostConfig& config) {
-  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.endpoint_dir, "endpoint_dir"));
+  // endpoint_dir is the system's: a trusted directory that exists or can be created on Linux, the pipe namespace
+  // on Windows (serving/endpoint_socket.h).
+  CSI_PROXY_RETURN_IF_ERROR(CheckEndpointDirectory(config));
   // Whoever can write where the admin socket or the state lies can put their own in its place.
   CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(std::filesystem::path(config.admin_socket).parent_path().string(),
                                                   "the directory of admin_socket"));
@@ -74,13 +75,6 @@ Status CheckHostDirectories(const HostConfig& config) {
   if (!config.audit_log.empty() && config.audit_log != "-") {
     CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(std::filesystem::path(config.audit_log).parent_path().string(),
                                                     "the directory of audit_log"));
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(config.endpoint_dir, ec)) return Status::Ok();
-  std::filesystem::path parent = std::filesystem::path(config.endpoint_dir).parent_path();
-  if (!std::filesystem::is_directory(parent, ec)) {
-    return FailedPrecondition("endpoint_dir " + config.endpoint_dir + " cannot be created: " + parent.string() +
-                              " does not exist");
   }
   return Status::Ok();
 }
@@ -161,7 +155,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   Status failed;
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
-    auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
+    auto server =
+        std::make_unique<EndpointServer>(EndpointPath(config_.endpoint_dir, name), BindingOf(endpoint, runtime));
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
     failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
@@ -285,12 +280,7 @@ StartCheck HostRuntime::CheckStart(const HostConfig& config) {
 Status HostRuntime::Start(const HostConfig& config) {
   std::lock_guard lock(mu_);
   config_ = config;
-  socket_access_.mode = config.socket_mode;
-  if (!config.socket_group.empty()) {
-    auto gid = ResolveGroup(config.socket_group);
-    if (!gid.ok()) return gid.status().WithContext("socket_group");
-    socket_access_.group = *gid;
-  }
+  CSI_PROXY_ASSIGN_OR_RETURN(socket_access_, SocketAccessOf(config));
   CSI_PROXY_RETURN_IF_ERROR(CallerProcessCheckSupported(config));
   CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config));
   call_observers_.push_back(audit_);
