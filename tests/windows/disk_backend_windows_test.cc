@@ -18,6 +18,7 @@
 namespace csi_proxy::disk {
 namespace {
 
+using testing::Ok;
 using testing::RecordedStorage;
 using testing::RecordedWmi;
 namespace ioctl = common::ioctl;
@@ -33,13 +34,6 @@ constexpr const char* kVolume = "\\\\?\\Volume{6a2f4f6e-0c2b-4d3e-9a51-3c0d2a7d1
 
 std::string String(const wmi::Value& v) {
   return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "";
-}
-
-// The value of an answer that must succeed (a failed one fails the test instead of being read).
-template <typename T>
-T Ok(StatusOr<T> answer) {
-  EXPECT_TRUE(answer.ok()) << answer.status().message();
-  return answer.ok() ? std::move(*answer) : T{};
 }
 
 class WindowsDiskBackendTest : public ::testing::Test {

@@ -3,7 +3,7 @@
 // Storage Management API's MSFT_Volume and MSFT_Partition as Microsoft documents them) and real directories under
 // a temporary kubelet tree, which the confined open walks as it does on a node. Written from Microsoft's
 // documentation and upstream's code (pkg/os/volume, pkg/wmi); the storage groups have not yet run on a Windows node.
-#include <windows.h>
+#include <winsock2.h>  // before any header that includes windows.h (windows_host.h)
 
 #include <diskguid.h>
 #include <gtest/gtest.h>
@@ -15,10 +15,12 @@
 #include "storage_ioctl.h"
 #include "volume_backend_windows.h"
 #include "volume_service.h"
+#include "windows_host.h"
 
 namespace csi_proxy::volume {
 namespace {
 
+using testing::Ok;
 using testing::RecordedStorage;
 using testing::RecordedWmi;
 namespace ioctl = common::ioctl;
@@ -40,38 +42,11 @@ std::string Upper(std::string s) {
   return s;
 }
 
-void RemoveTree(const std::string& path) {
-  WIN32_FIND_DATAA entry;
-  HANDLE find = ::FindFirstFileA((path + "\\*").c_str(), &entry);
-  if (find != INVALID_HANDLE_VALUE) {
-    do {
-      std::string name = entry.cFileName;
-      if (name == "." || name == "..") continue;
-      std::string child = path + "\\" + name;
-      if (entry.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) {
-        RemoveTree(child);
-      } else {
-        ::DeleteFileA(child.c_str());
-      }
-    } while (::FindNextFileA(find, &entry));
-    ::FindClose(find);
-  }
-  ::RemoveDirectoryA(path.c_str());
-}
-
-// The value of an answer that must succeed (a failed one fails the test instead of being read).
-template <typename T>
-T Ok(StatusOr<T> answer) {
-  EXPECT_TRUE(answer.ok()) << answer.status().message();
-  return answer.ok() ? std::move(*answer) : T{};
-}
-
 class WindowsVolumeBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    base_ = "C:\\csi-volume-test-" + std::to_string(::GetCurrentProcessId());
-    RemoveTree(base_);
-    for (const std::string& dir : {base_, kubelet(), kubelet() + "\\pods", target(), base_ + "\\outside"}) {
+    base_ = temp_.path();
+    for (const std::string& dir : {kubelet(), kubelet() + "\\pods", target(), base_ + "\\outside"}) {
       ASSERT_TRUE(::CreateDirectoryA(dir.c_str(), nullptr)) << dir;
     }
     storage_ = std::make_shared<RecordedStorage>();
@@ -96,7 +71,6 @@ class WindowsVolumeBackendTest : public ::testing::Test {
     service_ = std::make_unique<VolumeService>(
         MakeWindowsVolumeBackend(storage_, *policy, VolumeBackendOptions{.default_fs_type = "ntfs"}), *policy);
   }
-  void TearDown() override { RemoveTree(base_); }
 
   void AddVolume(const std::string& volume, uint32_t disk, uint32_t partition, const std::string& file_system,
                  common::VolumeSpace space) {
@@ -136,6 +110,7 @@ class WindowsVolumeBackendTest : public ::testing::Test {
   std::string target() const { return kubelet() + "\\staging"; }
   std::string TargetDos() const { return target() + "\\"; }
 
+  testing::WindowsTempDir temp_;  // removed with everything in it
   std::string base_;
   std::shared_ptr<RecordedStorage> storage_;
   std::unique_ptr<VolumeService> service_;

@@ -96,7 +96,9 @@ class WindowsVolumeBackend final : public VolumeBackend {
     if (file_system.error == ERROR_UNRECOGNIZED_VOLUME) {
       return FailedPrecondition("volume " + volume.id + " is not formatted (it holds no file system Windows knows)");
     }
-    const uint32_t error = system_->SetMountPoint(dir.get(), volume.id);
+    // SetVolumeMountPoint takes a path: the directory is pinned so that the path stays the one the walk found.
+    CSI_PROXY_ASSIGN_OR_RETURN(auto pinned, common::PinDirectory(dir.get(), target.path));
+    const uint32_t error = system_->SetMountPoint(pinned.get(), volume.id);
     const std::string what = "mounting volume " + volume.id + " at " + QuotePath(target.path);
     if (error == 0) return Status::Ok();
     if (error == ERROR_DIR_NOT_EMPTY) {
@@ -121,7 +123,8 @@ class WindowsVolumeBackend final : public VolumeBackend {
       return status.code() == Code::kNotFound ? Status::Ok() : status;  // nothing there: nothing mounted
     }
     CSI_PROXY_ASSIGN_OR_RETURN(auto info, common::ReadEntryInfo(entry.get(), target.path));
-    if (info.reparse && info.reparse->kind != common::ReparsePoint::Kind::kVolumeMountPoint) {
+    using Kind = common::ReparsePoint::Kind;
+    if (info.reparse && (info.reparse->kind == Kind::kSymlink || info.reparse->kind == Kind::kJunction)) {
       // The mount point the link leads to is not removed through it (DeleteVolumeMountPoint would follow it).
       return FailedPrecondition("target_path " + QuotePath(target.path) +
                                 " is a link; UnmountVolume takes the mount point itself");
@@ -143,7 +146,8 @@ class WindowsVolumeBackend final : public VolumeBackend {
     // As upstream (its Write-VolumeCache before Remove-PartitionAccessPath); a volume that cannot be flushed is
     // still unmounted, as on Linux.
     (void)system_->FlushVolume(*mounted);
-    const uint32_t error = system_->DeleteMountPoint(parent->dir.get(), parent->name);
+    CSI_PROXY_ASSIGN_OR_RETURN(auto pinned, common::PinDirectory(parent->dir.get(), target.path));
+    const uint32_t error = system_->DeleteMountPoint(pinned.get(), parent->name);
     if (error == 0) return Status::Ok();
     return common::Win32Status(error, "unmounting volume " + *mounted + " from " + QuotePath(target.path));
   }

@@ -10,12 +10,7 @@
 namespace csi_proxy::common::wmi {
 namespace {
 
-// The value of an answer that must succeed (a failed one fails the test instead of being read).
-template <typename T>
-T Ok(StatusOr<T> answer) {
-  EXPECT_TRUE(answer.ok()) << answer.status().message();
-  return answer.ok() ? std::move(*answer) : T{};
-}
+using testing::Ok;
 
 TEST(WmiQuery, SelectsEveryPropertyWhenNoneAreNamed) {
   auto wql = ToWql(Query{"MSFT_Disk", {}, {}});
