@@ -299,7 +299,10 @@ TEST_F(WindowsVolumeBackendTest, AVolumeMountedUnderTheRootsIsFormattedInPlaceOt
 
 TEST_F(WindowsVolumeBackendTest, FormatRefusalsOfWindowsKeepTheirMeaning) {
   WithStorageApi();
+  // A system partition, access denied, the disk offline meanwhile, the volume gone meanwhile, a file system this
+  // Windows does not make, a cluster size it refuses.
   for (auto [value, code] : {std::pair{42010u, Code::kFailedPrecondition}, std::pair{40001u, Code::kPermissionDenied},
+                             std::pair{41003u, Code::kFailedPrecondition}, std::pair{8u, Code::kNotFound},
                              std::pair{43001u, Code::kFailedPrecondition}, std::pair{43000u, Code::kInvalidArgument}}) {
     storage_->wmi.OnMethod(kStorage, "MSFT_Volume", "Format", [value](wmi::Object*, const wmi::Arguments&) {
       return StatusOr<wmi::MethodResult>(testing::Answer(value));
