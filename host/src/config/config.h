@@ -54,6 +54,14 @@ struct HostConfig {
   // idle_timeout is closed (the client reconnects for its next call).
   std::chrono::seconds handshake_timeout{10};
   std::chrono::seconds idle_timeout{300};
+  // HTTP/2 streams (calls, health checks and watches, reflection sessions) open at once: on one connection (also
+  // advertised to clients), of one uid, in all, and health watches in all; a stream's request message must
+  // arrive within request_timeout of its HEADERS.
+  int max_streams_per_connection = 100;
+  int max_streams_per_uid = 1000;
+  int max_streams = 4000;
+  int max_health_watches = 1000;
+  std::chrono::seconds request_timeout{10};
   AccessLists access;               // who may call every group's methods, unless its table says otherwise
   std::string metrics_address;      // IP:PORT of the Prometheus listener; empty: no metrics
   std::vector<GroupConfig> groups;  // sorted by name

@@ -10,6 +10,7 @@ using R = HostKeyRule;
 using On = HostKeyReload;
 
 constexpr int64_t kMaxConnections = 1000000;
+constexpr int64_t kMaxStreams = 1000000;
 
 const HostKey kHostKeys[] = {
     {"endpoint_dir", &HostConfig::endpoint_dir, R::kAbsolutePath, On::kAtNextStart},
@@ -36,6 +37,12 @@ const HostKey kHostKeys[] = {
      kMaxConnections},
     {"handshake_timeout_seconds", &HostConfig::handshake_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
     {"idle_timeout_seconds", &HostConfig::idle_timeout, R::kSeconds, On::kAtNextStart, 1, 7 * 24 * 3600},
+    {"max_streams_per_connection", &HostConfig::max_streams_per_connection, R::kInteger, On::kAtNextStart, 1,
+     kMaxStreams},
+    {"max_streams_per_uid", &HostConfig::max_streams_per_uid, R::kInteger, On::kAtNextStart, 1, kMaxStreams},
+    {"max_streams", &HostConfig::max_streams, R::kInteger, On::kAtNextStart, 1, kMaxStreams},
+    {"max_health_watches", &HostConfig::max_health_watches, R::kInteger, On::kAtNextStart, 0, kMaxStreams},
+    {"request_timeout_seconds", &HostConfig::request_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
     {"shutdown_timeout_seconds", &HostConfig::shutdown_timeout, R::kSeconds, On::kNow, 0, 3600},
     {"socket_mode", &HostConfig::socket_mode, R::kOctalMode, On::kAtNextStart},
 };

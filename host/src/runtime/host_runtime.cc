@@ -40,6 +40,16 @@ ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
   return limits;
 }
 
+StreamLimits StreamLimitsOf(const HostConfig& config) {
+  StreamLimits limits;
+  limits.per_connection = static_cast<uint32_t>(config.max_streams_per_connection);
+  limits.per_uid = static_cast<uint32_t>(config.max_streams_per_uid);
+  limits.total = static_cast<uint32_t>(config.max_streams);
+  limits.health_watches = static_cast<uint32_t>(config.max_health_watches);
+  limits.request_timeout = config.request_timeout;
+  return limits;
+}
+
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
@@ -143,7 +153,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   Status failed;
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
-    auto server = std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime));
+    auto server =
+        std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime), streams_);
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
     failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
@@ -281,6 +292,8 @@ Status HostRuntime::Start(const HostConfig& config) {
   for (const auto& warning : PathWarnings(config)) spdlog::warn("{}", warning);
   CSI_PROXY_RETURN_IF_ERROR(CreateEndpointDirectory(config.endpoint_dir));
   authorization_ = AuthorizationOf(config);
+  streams_ = std::make_shared<StreamAccounts>(StreamLimitsOf(config));
+  if (on_stream_burst_ended_) streams_->OnBurstEnded(on_stream_burst_ended_);
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
   CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));
   started_ = true;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "serving/endpoint_socket.h"
 #include "serving/group_runtime.h"
 #include "serving/listeners.h"
+#include "serving/stream_limits.h"
 
 namespace csi_proxy::host {
 
@@ -96,6 +98,10 @@ class HostRuntime {
   StatusOr<Endpoint> FindEndpoint(const std::string& name) const;
   std::string endpoint_dir() const;
 
+  // Runs `fn` (on a thread of the host's) once the streams open fall back after a burst, when the memory they held
+  // may be given back to the system. Set before Start.
+  void OnStreamBurstEnded(std::function<void()> fn) { on_stream_burst_ended_ = std::move(fn); }
+
  private:
   using Runtimes = std::map<std::string, std::shared_ptr<GroupRuntime>>;
 
@@ -136,6 +142,8 @@ class HostRuntime {
   Runtimes groups_;             // by [groups.<name>]
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
+  std::shared_ptr<StreamAccounts> streams_;  // every endpoint's streams; made by Start
+  std::function<void()> on_stream_burst_ended_;
   std::vector<std::shared_ptr<CallObserver>> call_observers_;                  // every endpoint's (metrics, audit)
   std::shared_ptr<AuditLog> audit_ = std::make_shared<AuditLog>();             // in call_observers_; off until opened
   std::map<std::string, std::shared_ptr<const Authorization>> authorization_;  // by [groups.<name>]; null: open
