@@ -141,6 +141,8 @@ int main(int argc, char** argv) {
   }
   csi_proxy::host::HostRuntime runtime;
   csi_proxy::host::PageTrimmer trimmer;
+  // Once a burst of streams has ended, what it held is given back a second later.
+  runtime.OnStreamBurstEnded([&] { trimmer.Schedule(std::chrono::seconds(1)); });
   // A reload, from SIGHUP or the admin socket; once reloads stop for a second, the pages the new libraries touched
   // while loading are given back.
   auto reload = [&] {
