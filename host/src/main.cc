@@ -3,10 +3,15 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "abi/plugin_loader.h"
@@ -70,6 +75,73 @@ int CheckConfig(const HostConfig& config) {
   return ok ? 0 : 1;
 }
 
+// How much longer than shutdown_timeout_seconds a stop may take before the watchdog ends the process: the calls'
+// deadline passed, this is for the libraries' shutdown and the host's own.
+constexpr std::chrono::seconds kStopMargin{5};
+
+// Ends the process after `bound`, with a line saying so, unless it has exited by then.
+void StartStopWatchdog(std::chrono::milliseconds bound, std::string sig_name) {
+  std::thread([bound, sig_name] {
+    std::this_thread::sleep_for(bound);
+    spdlog::error("still stopping {} ms after {}; exiting now (a library's shutdown or init does not return)",
+                  bound.count(), sig_name);
+    spdlog::shutdown();
+    std::_Exit(1);
+  }).detach();
+}
+
+// A library's init given up at a start or a reload may still run: exiting normally would unload it under its
+// thread. Exits at once in that case; returns otherwise.
+void ExitLeavingLibrariesRunning(int code) {
+  if (csi_proxy::host::GroupRuntime::AbandonedLoads() == 0) return;
+  spdlog::warn("a library's init that was given up still runs; exiting without waiting for it");
+  spdlog::shutdown();
+  std::_Exit(code);
+}
+
+// Runs the reloads SIGHUP asks for, one at a time on a thread of its own; requests that come during a reload make
+// one reload after it.
+class Reloader {
+ public:
+  explicit Reloader(std::function<csi_proxy::host::ReloadReport()> reload)
+      : reload_(std::move(reload)), thread_([this] { Run(); }) {}
+  ~Reloader() { Stop(); }
+  void Request() {
+    std::lock_guard lock(mu_);
+    pending_ = true;
+    changed_.notify_all();
+  }
+  // Takes no more requests and waits for the reload under way (which ends soon once the host is stopping).
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      changed_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      changed_.wait(lock, [&] { return pending_ || stopping_; });
+      if (stopping_) return;
+      pending_ = false;
+      lock.unlock();
+      reload_();
+      lock.lock();
+    }
+  }
+
+  std::function<csi_proxy::host::ReloadReport()> reload_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool pending_ = false;   // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,7 +202,11 @@ int main(int argc, char** argv) {
   csi_proxy::host::LogFatalErrorsOnTerminate();
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
 
-  if (opts.check_config) return CheckConfig(*config);
+  if (opts.check_config) {
+    int code = CheckConfig(*config);
+    ExitLeavingLibrariesRunning(code);
+    return code;
+  }
 
   // A second host stops here, before any group's init runs. The admin socket comes up before the endpoints, so
   // that once they accept, reload and status are served too.
@@ -159,6 +235,9 @@ int main(int argc, char** argv) {
   }
   if (auto s = runtime.Start(*config); !s.ok()) {
     spdlog::error("exiting: {}", s.message());
+    admin.Stop();
+    runtime.Shutdown();
+    ExitLeavingLibrariesRunning(1);
     return 1;
   }
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
@@ -167,17 +246,25 @@ int main(int argc, char** argv) {
   csi_proxy::host::NotifyReady(runtime.socket_paths().size());
   trimmer.Schedule(std::chrono::milliseconds(0));
 
+  // SIGHUP reloads on a thread of its own, so that a stop request is taken at once even during a reload; signals
+  // that come while one runs make one more reload after it.
+  Reloader reloader(reload);
   csi_proxy::host::ServiceRequest request;
   for (;;) {
     request = csi_proxy::host::WaitForRequest();
     if (request.kind != csi_proxy::host::ServiceRequest::kReload) break;
     spdlog::info("received {}; reloading {}", request.name, opts.config_path);
-    reload();
+    reloader.Request();
   }
   const std::string& sig_name = request.name;
   spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)", sig_name);
   csi_proxy::host::NotifyStopping();
+  // A reload under way gives up now; whatever hangs from here on (a library's init or shutdown), the process ends
+  // within shutdown_timeout_seconds and a margin.
+  runtime.BeginShutdown();
+  StartStopWatchdog(runtime.shutdown_timeout() + kStopMargin, sig_name);
   admin.Stop();
+  reloader.Stop();
   auto still_running = runtime.Shutdown();
   if (!still_running.empty()) {
     // Their handlers never returned: exiting normally would run the libraries' destructors under them.
@@ -188,5 +275,6 @@ int main(int argc, char** argv) {
   }
   spdlog::info("stopped");
   spdlog::info("exiting on {}", sig_name);
+  ExitLeavingLibrariesRunning(0);
   return 0;
 }

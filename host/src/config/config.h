@@ -47,6 +47,8 @@ struct HostConfig {
   uint32_t socket_mode = 0660;
   std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
+  // How long loading a group's library and its init may take, at a start or a reload.
+  std::chrono::seconds load_timeout{30};
   int max_connections = 4096;            // open connections in all (also bounded by the open-file limit)
   int max_connections_per_uid = 0;       // for one caller's uid; 0: a quarter of max_connections
   int max_connections_per_endpoint = 0;  // on one endpoint socket; 0: half of max_connections

@@ -44,6 +44,7 @@ const HostKey kHostKeys[] = {
     {"max_health_watches", &HostConfig::max_health_watches, R::kInteger, On::kAtNextStart, 0, kMaxStreams},
     {"request_timeout_seconds", &HostConfig::request_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
     {"shutdown_timeout_seconds", &HostConfig::shutdown_timeout, R::kSeconds, On::kNow, 0, 3600},
+    {"load_timeout_seconds", &HostConfig::load_timeout, R::kSeconds, On::kNow, 1, 3600},
     {"socket_mode", &HostConfig::socket_mode, R::kOctalMode, On::kAtNextStart},
 };
 

@@ -1,6 +1,8 @@
 // The running host: the loaded group instances, the endpoints they serve and the accept loop in front of them.
 // Start serves a configuration; Reload applies a new one group by group without touching what did not change;
-// Shutdown stops everything within the configured timeout, whatever a handler does.
+// Shutdown stops everything within the configured timeout, whatever a handler does. What the admin reads (Describe,
+// FindEndpoint) comes from a snapshot the runtime publishes as it changes, so that reading it never waits for a
+// reload.
 #pragma once
 
 #include <chrono>
@@ -87,10 +89,20 @@ class HostRuntime {
   // serves, groups whose lists changed are bound again. One reload at a time; safe from any thread.
   ReloadReport Reload(const StatusOr<HostConfig>& config);
 
-  // Stops accepting, lets calls in flight finish for up to the configured timeout, answers the rest, shuts the
-  // libraries down and removes the socket files. Returns the calls ("group /method") still running in a library
-  // at the deadline; their libraries stay loaded and the caller should exit without waiting for them.
+  // Says that the host is stopping, from any thread and without waiting: a reload under way gives up the loads it
+  // still waits for and changes nothing more, and the shutdown's deadline counts from now. Idempotent.
+  void BeginShutdown();
+
+  // Stops accepting, lets calls in flight finish for up to the configured timeout (counted from BeginShutdown),
+  // answers the rest, shuts the libraries down and removes the socket files. Returns the calls ("group /method")
+  // still running in a library at the deadline; their libraries stay loaded and the caller should exit without
+  // waiting for them (so too while GroupRuntime::AbandonedLoads() counts a load given up).
   std::vector<std::string> Shutdown();
+
+  // shutdown_timeout_seconds as it applies now; readable from any thread without waiting.
+  std::chrono::milliseconds shutdown_timeout() const {
+    return std::chrono::milliseconds(shutdown_timeout_ms_.load(std::memory_order_relaxed));
+  }
 
   std::vector<std::string> socket_paths() const;
   std::vector<GroupState> Describe() const;
@@ -114,7 +126,8 @@ class HostRuntime {
     std::vector<std::string> refused;  // failures that stop a start
     Status fatal;                      // the first of those, as Start returns it
   };
-  static LoadedGroups LoadGroups(const HostConfig& config, bool keep_going);
+  // Each library's load may take load_timeout_seconds, and ends early when `stop` turns true.
+  static LoadedGroups LoadGroups(const HostConfig& config, bool keep_going, const std::atomic<bool>& stop);
   // The endpoints of every instance in `runtimes` except `skip`, for conflict checks when loading.
   static EndpointRegistry RegistryOf(const Runtimes& runtimes, const std::string& skip);
   // What an endpoint of `runtime` is bound to: its methods, its instance, its limits, its group's authorization
@@ -135,6 +148,19 @@ class HostRuntime {
   void EndReload();
   static std::vector<std::string> StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
                                           std::chrono::steady_clock::time_point deadline);
+  // Publishes what Describe and FindEndpoint read: groups_, the instances in `draining` and the endpoints. With mu_.
+  void Publish(const std::vector<std::shared_ptr<GroupRuntime>>& draining = {});
+
+  // What the admin reads, as of the last Publish.
+  struct Snapshot {
+    std::string endpoint_dir;
+    std::vector<std::pair<GroupState, std::shared_ptr<GroupRuntime>>> groups;  // usage and state are read live
+    std::map<std::string, std::shared_ptr<const EndpointBinding>> endpoints;
+  };
+  std::atomic<std::shared_ptr<const Snapshot>> snapshot_{std::make_shared<const Snapshot>()};
+  std::atomic<bool> stopping_{false};                // BeginShutdown was called
+  std::atomic<int64_t> stop_requested_ns_{0};        // when, on the steady clock
+  std::atomic<int64_t> shutdown_timeout_ms_{30000};  // config_.shutdown_timeout, for readers without mu_
 
   mutable std::mutex mu_;  // one Start/Reload/Shutdown at a time; guards everything below
   HostConfig config_;
