@@ -146,8 +146,12 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->plugin_version_ = answer.plugin_version != nullptr ? answer.plugin_version : "unknown";
   plugin->context_->group = answer.group;
   if (plugin->context_->group != group.name) {
-    spdlog::warn("group '{}' ({}): the library declares group '{}'; its endpoints are named after '{}'", group.name,
-                 group.library, plugin->context_->group, plugin->context_->group);
+    // Its endpoints would be named after the group it answers: a library may not take another group's place.
+    return Refuse(group, Code::kFailedPrecondition,
+                  "the library answers the group name '" + plugin->context_->group +
+                      "', but it is configured under [groups." + group.name +
+                      "]; a library serves only the group of its own name (configure it under [groups." +
+                      plugin->context_->group + "], or use the library of group '" + group.name + "')");
   }
 
   plugin->config_toml_ = GroupConfigToml(group, host);
