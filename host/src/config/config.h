@@ -52,6 +52,7 @@ struct HostConfig {
   int max_connections = 4096;            // open connections in all (also bounded by the open-file limit)
   int max_connections_per_uid = 0;       // for one caller's uid; 0: a quarter of max_connections
   int max_connections_per_endpoint = 0;  // on one endpoint socket; 0: half of max_connections
+  int max_connections_unlisted = 0;      // of callers in no group's lists, together; 0: an eighth of max_connections
   // A connection must have sent the HTTP/2 client preface within this time, and one without a call for
   // idle_timeout is closed (the client reconnects for its next call).
   std::chrono::seconds handshake_timeout{10};

@@ -35,6 +35,8 @@ const HostKey kHostKeys[] = {
      kMaxConnections},
     {"max_connections_per_endpoint", &HostConfig::max_connections_per_endpoint, R::kInteger, On::kAtNextStart, 1,
      kMaxConnections},
+    {"max_connections_unlisted", &HostConfig::max_connections_unlisted, R::kInteger, On::kAtNextStart, 1,
+     kMaxConnections},
     {"handshake_timeout_seconds", &HostConfig::handshake_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
     {"idle_timeout_seconds", &HostConfig::idle_timeout, R::kSeconds, On::kAtNextStart, 1, 7 * 24 * 3600},
     {"max_streams_per_connection", &HostConfig::max_streams_per_connection, R::kInteger, On::kAtNextStart, 1,

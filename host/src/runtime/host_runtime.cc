@@ -36,6 +36,9 @@ ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
                                 ? static_cast<size_t>(config.max_connections_per_endpoint)
                                 : std::max<size_t>(1, limits.max_total / 2);
   limits.max_per_endpoint = std::min(limits.max_per_endpoint, limits.max_total);
+  limits.max_unlisted = config.max_connections_unlisted > 0 ? static_cast<size_t>(config.max_connections_unlisted)
+                                                            : std::max<size_t>(1, limits.max_total / 8);
+  limits.max_unlisted = std::min(limits.max_unlisted, limits.max_total);
   limits.handshake_timeout = config.handshake_timeout;
   return limits;
 }
@@ -296,10 +299,13 @@ Status HostRuntime::Start(const HostConfig& config) {
   for (const auto& warning : PathWarnings(config)) spdlog::warn("{}", warning);
   CSI_PROXY_RETURN_IF_ERROR(CreateEndpointDirectory(config.endpoint_dir));
   authorization_ = AuthorizationOf(config);
+  PublishCallerLists();
   streams_ = std::make_shared<StreamAccounts>(StreamLimitsOf(config));
   if (on_stream_burst_ended_) streams_->OnBurstEnded(on_stream_burst_ended_);
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
-  CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));
+  ConnectionLimits limits = ConnectionLimitsOf(config);
+  limits.listed = [this](const PeerCredentials& peer) { return Listed(peer); };
+  CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(limits));
   started_ = true;
   Publish();
   return Status::Ok();
@@ -398,6 +404,7 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   // Apply: stop serving removed groups, serve new instances (with the new authorization), then drain what they
   // replace.
   authorization_ = AuthorizationOf(next);
+  PublishCallerLists();
   auto grace = next.shutdown_timeout;
   auto system_deadline = std::chrono::system_clock::now() + grace;
   auto steady_deadline = std::chrono::steady_clock::now() + grace;
@@ -492,6 +499,18 @@ std::vector<std::string> HostRuntime::Shutdown() {
   groups_.clear();
   Publish();
   return StopAll(all, steady_deadline);
+}
+
+void HostRuntime::PublishCallerLists() {
+  auto lists = std::make_shared<std::vector<std::shared_ptr<const Authorization>>>();
+  for (const auto& [name, authorization] : authorization_) lists->push_back(authorization);
+  caller_lists_.store(std::move(lists));
+}
+
+bool HostRuntime::Listed(const PeerCredentials& peer) const {
+  std::shared_ptr<const std::vector<std::shared_ptr<const Authorization>>> lists = caller_lists_.load();
+  // A group without lists admits whoever the socket does: then every caller counts as named.
+  return std::any_of(lists->begin(), lists->end(), [&](const auto& a) { return !a || a->Names(peer); });
 }
 
 void HostRuntime::Publish(const std::vector<std::shared_ptr<GroupRuntime>>& draining) {

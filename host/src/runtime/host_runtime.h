@@ -148,6 +148,10 @@ class HostRuntime {
   void EndReload();
   static std::vector<std::string> StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
                                           std::chrono::steady_clock::time_point deadline);
+  // Publishes the lists of authorization_ for Listed. With mu_.
+  void PublishCallerLists();
+  // Whether any enabled group's lists name `peer` (or a group has none); for the accept loop, without mu_.
+  bool Listed(const PeerCredentials& peer) const;
   // Publishes what Describe and FindEndpoint read: groups_, the instances in `draining` and the endpoints. With mu_.
   void Publish(const std::vector<std::shared_ptr<GroupRuntime>>& draining = {});
 
@@ -158,6 +162,9 @@ class HostRuntime {
     std::map<std::string, std::shared_ptr<const EndpointBinding>> endpoints;
   };
   std::atomic<std::shared_ptr<const Snapshot>> snapshot_{std::make_shared<const Snapshot>()};
+  // authorization_'s values, for Listed.
+  std::atomic<std::shared_ptr<const std::vector<std::shared_ptr<const Authorization>>>> caller_lists_{
+      std::make_shared<const std::vector<std::shared_ptr<const Authorization>>>()};
   std::atomic<bool> stopping_{false};                // BeginShutdown was called
   std::atomic<int64_t> stop_requested_ns_{0};        // when, on the steady clock
   std::atomic<int64_t> shutdown_timeout_ms_{30000};  // config_.shutdown_timeout, for readers without mu_
