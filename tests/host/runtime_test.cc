@@ -620,5 +620,21 @@ TEST(HostShutdown, ALibraryWhoseShutdownNeverReturnsCannotHoldTheHost) {
   EXPECT_NE(host.log().find("still stopping 6000 ms after SIGTERM; exiting now"), std::string::npos) << host.log();
 }
 
+TEST(Crash, AHandlerThatCrashesLeavesOneLineNamingTheSignalAndTheGroup) {
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};  // no core file left behind
+  HostProcess host(BlockerGroup(Fixture("blocker1"), "a"), "", options);
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  v1::EchoResponse resp;
+  auto crashed = Call(Dial(host.endpoint("csi-proxy-blocker-v1")), "/v1.Blocker/Crash", Req(""), &resp);
+  EXPECT_FALSE(crashed.ok());
+  int code = 0;
+  for (int i = 0; i < 100 && !host.Exited(&code); ++i) std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(code, 128 + SIGSEGV);
+  std::regex line(
+      "critical fatal signal SIGSEGV \\(11\\) in group 'blocker' \\(/v1.Blocker/Crash\\); the process ends");
+  EXPECT_TRUE(std::regex_search(host.log(), line)) << host.log();
+}
+
 }  // namespace
 }  // namespace csi_proxy::testing

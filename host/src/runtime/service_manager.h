@@ -10,8 +10,9 @@
 namespace csi_proxy::host {
 
 // Prepares the process before it starts any thread: stop and reload requests reach only WaitForRequest (threads
-// started later inherit that), a peer that goes away is no signal, and the open-file limit is raised as far as
-// the system allows (every connection is a descriptor).
+// started later inherit that), a peer that goes away is no signal, the open-file limit is raised as far as the
+// system allows (every connection is a descriptor), and a crash (a fatal signal, an abort) leaves one line on
+// standard error naming the signal and the group whose code the crashing thread ran (abi/library_scope.h).
 void PrepareProcess();
 
 struct ServiceRequest {

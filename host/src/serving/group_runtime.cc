@@ -1,6 +1,8 @@
 // See group_runtime.h.
 #include "serving/group_runtime.h"
 
+#include "abi/library_scope.h"
+
 #include <spdlog/spdlog.h>
 
 #include <thread>
@@ -164,6 +166,7 @@ void GroupRuntime::RunHandler(const MethodHandler& handler, csi_proxy_host_call&
                          "the call was cancelled or its deadline passed before it started", {});
   }
   std::string_view request = call.request();
+  LibraryScope scope(call.info().group.c_str(), call.info().method.c_str());
   handler.fn(handler.plugin_method_ctx, &call, reinterpret_cast<const uint8_t*>(request.data()), request.size());
 }
 
