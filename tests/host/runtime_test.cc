@@ -291,10 +291,13 @@ TEST(Reload, AConfigurationThatDoesNotParseChangesNothing) {
 TEST(Reload, ANewLibraryThatFailsKeepsTheOldOneServing) {
   HostProcess host(BlockerGroup(Fixture("blocker1"), "x"));
   ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  // A library of another group under the table: refused, as any library that fails to load.
   host.WriteConfig(BlockerGroup(Fixture("initfails"), "x"));
   ASSERT_TRUE(host.Reload()) << host.log();
   std::string log = host.log();
-  EXPECT_NE(log.find("group 'blocker' (" + Fixture("initfails") + "): init failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("group 'blocker' (" + Fixture("initfails") + "): the library answers the group name 'initfails'"),
+            std::string::npos)
+      << log;
   EXPECT_NE(log.find("the loaded instance keeps serving"), std::string::npos) << log;
   EXPECT_EQ(TagOf(host), "1.0.0:x");
   EXPECT_EQ(host.Stop(), 0);
@@ -537,7 +540,7 @@ TEST(AdminSocket, StatusAndDescriptorsAnswerAtOnceWhileAReloadDrainsAHungCall) {
   for (const auto& g : status.groups()) {
     if (g.name() == "blocker") blocker_states.push_back(g.state());
   }
-  EXPECT_EQ(blocker_states, (std::vector<std::string>{"serving", "draining"}));
+  EXPECT_EQ(blocker_states, (std::vector<std::string>{"serving", "reloading"}));  // the new, and the old draining
   EXPECT_TRUE(reloaded.get());
   EXPECT_EQ(host.Stop(), 0);
   EXPECT_NE(stuck.get().error_code(), grpc::StatusCode::OK);
@@ -606,7 +609,7 @@ TEST(HostShutdown, SigtermDuringAReloadsDrainTakesTheTimeoutOnceNotTwice) {
   std::this_thread::sleep_for(milliseconds(1000));  // the reload drains the old instance until 3 s after it began
   auto begin = Clock::now();
   EXPECT_EQ(host.Stop(milliseconds(15000)), 0) << host.log();
-  EXPECT_LT(Clock::now() - begin, milliseconds(3800)) << host.log();
+  EXPECT_LT(Clock::now() - begin, milliseconds(4500)) << host.log();  // twice the timeout before: 5 s
   EXPECT_NE(stuck.get().error_code(), grpc::StatusCode::OK);
 }
 

@@ -429,7 +429,6 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     if (old == groups_.end()) {
       report.applied.push_back("group '" + name + "' enabled (" + runtime->plugin().library() + ")");
     } else {
-      old->second->set_state(GroupRuntime::State::kDraining);
       Unserve(*old->second, runtime->endpoints(), system_deadline);
       draining.push_back(old->second);
       report.applied.push_back("group '" + name + "' reloaded (" + runtime->plugin().library() + ", plugin version " +

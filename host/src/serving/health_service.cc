@@ -57,8 +57,8 @@ class HealthCheck final : public Reactor, private AwaitingRequest {
       : gate_(gate), answer_for_(std::move(answer_for)) {}
   // Apart from the constructor, so that a refusal finishes an object that is fully built.
   void Start(grpc::CallbackServerContext* ctx, const EndpointBinding& binding) {
-    auto conn = gate_->ConnectionOf(*ctx);
-    if (auto refused = Admit(*gate_, binding, *conn, StreamAccounts::Kind::kCall, ticket_)) return Finish(*refused);
+    conn_ = gate_->ConnectionOf(*ctx);
+    if (auto refused = Admit(*gate_, binding, *conn_, StreamAccounts::Kind::kCall, ticket_)) return Finish(*refused);
     gate_->accounts().Await(*this);
     StartRead(&request_);
   }
@@ -87,6 +87,7 @@ class HealthCheck final : public Reactor, private AwaitingRequest {
 
   StreamGate* gate_;
   std::function<int(const std::string&)> answer_for_;
+  std::shared_ptr<PeerConnection> conn_;  // its ticket counts on it
   StreamAccounts::Ticket ticket_;
   RequestBytes request_;
   Bytes response_;
@@ -99,8 +100,8 @@ class HealthService::Watch final : public Reactor, private AwaitingRequest {
  public:
   Watch(StreamGate* gate, HealthService* service) : gate_(gate), service_(service) {}
   void Start(grpc::CallbackServerContext* ctx, const EndpointBinding& binding) {
-    auto conn = gate_->ConnectionOf(*ctx);
-    if (auto refused = Admit(*gate_, binding, *conn, StreamAccounts::Kind::kWatch, ticket_)) {
+    conn_ = gate_->ConnectionOf(*ctx);
+    if (auto refused = Admit(*gate_, binding, *conn_, StreamAccounts::Kind::kWatch, ticket_)) {
       std::lock_guard lock(mu_);
       return FinishLocked(*refused);
     }
@@ -172,6 +173,7 @@ class HealthService::Watch final : public Reactor, private AwaitingRequest {
 
   StreamGate* gate_;
   HealthService* service_;
+  std::shared_ptr<PeerConnection> conn_;  // its ticket counts on it
   StreamAccounts::Ticket ticket_;
   RequestBytes request_;
   std::string watched_;

@@ -129,15 +129,15 @@ class InfoReactor final : public grpc::ServerBidiReactor<Request, Response>, pri
  public:
   InfoReactor(grpc::CallbackServerContext* ctx, ReflectionService* service) : service_(service) {
     StreamGate& gate = service_->gate();
-    auto conn = gate.ConnectionOf(*ctx);
-    if (auto refused = gate.Open(*conn, StreamAccounts::Kind::kCall, ticket_)) {
+    conn_ = gate.ConnectionOf(*ctx);
+    if (auto refused = gate.Open(*conn_, StreamAccounts::Kind::kCall, ticket_)) {
       FinishNow(grpc::Status(refused->code, refused->message));
       return;
     }
     auto binding = service_->binding();
     if (binding->authorization) {
-      if (auto refused = binding->authorization->CheckHostService(conn->creds, "server reflection")) {
-        LogRefusal(conn->creds, *refused);
+      if (auto refused = binding->authorization->CheckHostService(conn_->creds, "server reflection")) {
+        LogRefusal(conn_->creds, *refused);
         FinishNow(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, *refused));
         return;
       }
@@ -174,6 +174,7 @@ class InfoReactor final : public grpc::ServerBidiReactor<Request, Response>, pri
   }
 
   ReflectionService* service_;
+  std::shared_ptr<PeerConnection> conn_;  // its ticket counts on it
   StreamAccounts::Ticket ticket_;
   Request request_;
   Response response_;

@@ -87,7 +87,7 @@ class StreamAccounts {
    private:
     friend class StreamAccounts;
     StreamAccounts* accounts_ = nullptr;
-    PeerConnection* conn_ = nullptr;  // kept alive by whoever holds the ticket
+    PeerConnection* conn_ = nullptr;  // the holder keeps it alive (a shared_ptr declared before the ticket)
     bool watch_ = false;
   };
   // Opens a stream on `conn`: nullopt with `ticket` set, or why not (for a RESOURCE_EXHAUSTED answer).
