@@ -492,6 +492,8 @@ std::vector<std::string> HostRuntime::Shutdown() {
   for (auto& [name, server] : endpoints_) servers.push_back(server.get());
   InParallel(servers.size(), [&](size_t i) { servers[i]->Stop(system_deadline); });
   endpoints_.clear();
+  // No stream is left: the reaper ends here, and with it the calls of the burst function `main` gave.
+  streams_.reset();
   std::vector<std::shared_ptr<GroupRuntime>> all;
   // Shut the libraries down in the reverse of the order they were loaded in (by name).
   for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) all.push_back(it->second);

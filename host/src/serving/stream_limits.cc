@@ -144,7 +144,6 @@ void StreamAccounts::Reap() {
   const auto every = ReapEvery(limits_.request_timeout);
   std::unique_lock lock(reaper_mu_);
   while (!reaper_wake_.wait_for(lock, every, [&] { return stopping_; })) {
-    std::function<void()> on_burst_ended = on_burst_ended_;
     lock.unlock();
     // Each shard's list is oldest first: take the streams past the timeout from its head. Once unlinked here, a
     // stream stays alive until it finishes, and only RequestTimedOut finishes it (its read completing finds it
@@ -162,11 +161,11 @@ void StreamAccounts::Reap() {
     for (AwaitingRequest* stream : expired) stream->RequestTimedOut();
     // The peak since memory was last given back, and it starts again from what is open now.
     uint32_t now = open();
-    if (high_.load(std::memory_order_relaxed) >= now + kBurst) {
-      high_.store(now, std::memory_order_relaxed);
-      if (on_burst_ended) on_burst_ended();
-    }
+    bool burst_ended = high_.load(std::memory_order_relaxed) >= now + kBurst;
+    if (burst_ended) high_.store(now, std::memory_order_relaxed);
     lock.lock();
+    // Under the lock, so that once OnBurstEnded has replaced it, the one before is never called again.
+    if (burst_ended && on_burst_ended_) on_burst_ended_();
   }
 }
 

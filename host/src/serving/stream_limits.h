@@ -100,8 +100,9 @@ class StreamAccounts {
 
   // Streams open now, in all.
   uint32_t open() const { return total_.load(std::memory_order_relaxed); }
-  // Called on the reaper's thread once the streams open fall back after a burst (thousands opened and closed),
-  // when their memory is free and may be given back to the system.
+  // Called on the reaper's thread once the streams open fall back after a burst (hundreds opened and closed),
+  // when their memory is free and may be given back to the system. Once this returns, the function it replaces is
+  // not called any more.
   void OnBurstEnded(std::function<void()> fn);
 
  private:
