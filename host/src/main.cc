@@ -90,11 +90,13 @@ void StartStopWatchdog(std::chrono::milliseconds bound, std::string sig_name) {
   }).detach();
 }
 
-// A library's init given up at a start or a reload may still run: exiting normally would unload it under its
-// thread. Exits at once in that case; returns otherwise.
+// A library's init given up at a start or a reload, or a handler a drain left running, may still run: exiting
+// normally would run the process's static destructors under it. Exits at once in that case; returns otherwise.
 void ExitLeavingLibrariesRunning(int code) {
-  if (csi_proxy::host::GroupRuntime::AbandonedLoads() == 0) return;
-  spdlog::warn("a library's init that was given up still runs; exiting without waiting for it");
+  if (!csi_proxy::host::GroupRuntime::LibraryCodeMayRun()) return;
+  spdlog::warn(
+      "a library's init that was given up, or a handler past its deadline, still runs; exiting without "
+      "waiting for it");
   spdlog::shutdown();
   std::_Exit(code);
 }

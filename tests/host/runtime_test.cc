@@ -11,7 +11,6 @@
 #include <atomic>
 #include <filesystem>
 #include <future>
-#include <regex>
 #include <thread>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
@@ -452,12 +451,9 @@ std::vector<std::shared_ptr<grpc::Channel>> IdleChannels(HostProcess& host, int 
 
 // The milliseconds the last reload took, from its line ("reload finished in N ms"); -1 without one.
 int64_t LastReloadMs(const std::string& log) {
-  int64_t ms = -1;
-  std::regex line("reload finished in ([0-9]+) ms");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
-    ms = std::stoll((*it)[1]);
-  }
-  return ms;
+  const std::string marker = "reload finished in ";
+  size_t at = log.rfind(marker);
+  return at == std::string::npos ? -1 : std::stoll(log.substr(at + marker.size()));
 }
 
 TEST(HostShutdown, IdleChannelsDoNotDelayTheStop) {
@@ -564,7 +560,9 @@ TEST(Reload, AnInitThatDoesNotReturnInTimeFailsItsGroupAndTheOldInstanceKeepsSer
   begin = Clock::now();
   EXPECT_EQ(host.Stop(milliseconds(10000)), 0);
   EXPECT_LT(Clock::now() - begin, milliseconds(2000));
-  EXPECT_NE(host.log().find("a library's init that was given up still runs"), std::string::npos) << host.log();
+  EXPECT_NE(host.log().find("a library's init that was given up, or a handler past its deadline, still runs"),
+            std::string::npos)
+      << host.log();
 }
 
 TEST(HostStart, AnInitThatDoesNotReturnInTimeIsRefusedLikeAnyFailedLoad) {
@@ -624,6 +622,9 @@ TEST(HostShutdown, ALibraryWhoseShutdownNeverReturnsCannotHoldTheHost) {
 }
 
 TEST(Crash, AHandlerThatCrashesLeavesOneLineNamingTheSignalAndTheGroup) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "under AddressSanitizer, its own handler reports the crash (the host leaves it in place)";
+#endif
   HostOptions options;
   options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};  // no core file left behind
   HostProcess host(BlockerGroup(Fixture("blocker1"), "a"), "", options);
@@ -634,9 +635,10 @@ TEST(Crash, AHandlerThatCrashesLeavesOneLineNamingTheSignalAndTheGroup) {
   int code = 0;
   for (int i = 0; i < 100 && !host.Exited(&code); ++i) std::this_thread::sleep_for(milliseconds(50));
   EXPECT_EQ(code, 128 + SIGSEGV);
-  std::regex line(
-      "critical fatal signal SIGSEGV \\(11\\) in group 'blocker' \\(/v1.Blocker/Crash\\); the process ends");
-  EXPECT_TRUE(std::regex_search(host.log(), line)) << host.log();
+  EXPECT_NE(
+      host.log().find("critical fatal signal SIGSEGV (11) in group 'blocker' (/v1.Blocker/Crash); the process ends"),
+      std::string::npos)
+      << host.log();
 }
 
 }  // namespace

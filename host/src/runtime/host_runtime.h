@@ -96,7 +96,8 @@ class HostRuntime {
   // Stops accepting, lets calls in flight finish for up to the configured timeout (counted from BeginShutdown),
   // answers the rest, shuts the libraries down and removes the socket files. Returns the calls ("group /method")
   // still running in a library at the deadline; their libraries stay loaded and the caller should exit without
-  // waiting for them (so too while GroupRuntime::AbandonedLoads() counts a load given up).
+  // waiting for them (so too when GroupRuntime::LibraryCodeMayRun() says so: a reload left one running, or gave
+  // up a load).
   std::vector<std::string> Shutdown();
 
   // shutdown_timeout_seconds as it applies now; readable from any thread without waiting.

@@ -57,9 +57,10 @@ StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& gr
 
 namespace {
 std::atomic<int> abandoned_loads{0};
+std::atomic<bool> left_running{false};  // an instance stopped with a handler still running
 }  // namespace
 
-int GroupRuntime::AbandonedLoads() { return abandoned_loads.load(); }
+bool GroupRuntime::LibraryCodeMayRun() { return abandoned_loads.load() > 0 || left_running.load(); }
 
 StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::LoadWithin(const GroupConfig& group, const HostConfig& host,
                                                                  const EndpointRegistry& others,
@@ -215,6 +216,7 @@ std::vector<std::string> GroupRuntime::StopAndUnload(std::chrono::steady_clock::
   }
   // Something may still execute in the library: it must stay mapped, and its shutdown must not run under it.
   (void)plugin_.release();
+  left_running.store(true);
   return running;
 }
 

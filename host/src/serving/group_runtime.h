@@ -28,13 +28,15 @@ class GroupRuntime final : public CallDispatcher {
                                                       const EndpointRegistry& others);
   // Load, on a thread of its own, waited for until `deadline` or until `stop` turns true. A load that has not
   // finished by then is refused (DEADLINE_EXCEEDED, or UNAVAILABLE on stop) and left to finish on its own: an
-  // instance it makes later is shut down and unloaded there. While such a load runs, AbandonedLoads() counts it
-  // (code of its library may run: the process must then exit without running its static destructors).
+  // instance it makes later is shut down and unloaded there. While such a load runs, LibraryCodeMayRun() says so.
   static StatusOr<std::shared_ptr<GroupRuntime>> LoadWithin(const GroupConfig& group, const HostConfig& host,
                                                             const EndpointRegistry& others,
                                                             std::chrono::steady_clock::time_point deadline,
                                                             const std::atomic<bool>& stop);
-  static int AbandonedLoads();
+  // Whether code of a library may still run on a thread the host no longer waits for: a load given up that has
+  // not returned, or a handler still running past a drain's or a stop's deadline (its library stays loaded). The
+  // process must then exit without its static destructors (std::_Exit), which would run under that code.
+  static bool LibraryCodeMayRun();
   ~GroupRuntime() override;
 
   const std::string& name() const { return name_; }  // the [groups.<name>] table
