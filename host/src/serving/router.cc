@@ -100,6 +100,9 @@ class Call final : public grpc::ServerBidiReactor<Request, grpc::ByteBuffer>,
 
   void OnDone() override {
     if (call_) call_->DetachSink();
+    // Counted until here, where the answer has been written: a stop that closes the connections once no call is in
+    // flight must not cut an answer off on its way.
+    if (in_flight_) router_->gate().CallAnswered();
     delete this;
   }
   // OnDone never blocks (it takes this call's own mutex at most), so gRPC may run it on the thread that finished
@@ -123,7 +126,6 @@ class Call final : public grpc::ServerBidiReactor<Request, grpc::ByteBuffer>,
     }
     // Given back before the answer goes out: a client that opens its next stream on seeing it finds the place.
     ticket_.Release();
-    if (in_flight_) router_->gate().CallAnswered();
     if (code == CSI_PROXY_STATUS_OK) {
       response_ = ResponseBytes(response);
       return this->StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);

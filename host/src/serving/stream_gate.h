@@ -40,7 +40,7 @@ class StreamGate {
   // seconds with the count of those not logged.
   std::optional<StreamRefusal> Open(PeerConnection& conn, StreamAccounts::Kind kind, StreamAccounts::Ticket& ticket);
 
-  // A call's request arrived and it goes on to its handler; CallAnswered once it is answered.
+  // A call's request arrived and it goes on to its handler; CallAnswered once its answer has been written.
   void CallStarted() { in_flight_.fetch_add(1); }
   void CallAnswered();
 
