@@ -1,14 +1,17 @@
 // See group_runtime.h.
 #include "serving/group_runtime.h"
 
-#include "abi/library_scope.h"
-
 #include <spdlog/spdlog.h>
 
 #include <thread>
 
+#include "abi/library_scope.h"
+
 namespace csi_proxy::host {
 namespace {
+
+std::atomic<int> abandoned_loads{0};    // loads given up that have not returned
+std::atomic<bool> left_running{false};  // an instance stopped with a handler still running
 
 GroupExecutor::Limits LimitsOf(const GroupConfig& group, const HostConfig& host) {
   GroupExecutor::Limits limits;
@@ -54,11 +57,6 @@ StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& gr
   runtime->plugin_ = std::move(plugin);
   return runtime;
 }
-
-namespace {
-std::atomic<int> abandoned_loads{0};
-std::atomic<bool> left_running{false};  // an instance stopped with a handler still running
-}  // namespace
 
 bool GroupRuntime::LibraryCodeMayRun() { return abandoned_loads.load() > 0 || left_running.load(); }
 

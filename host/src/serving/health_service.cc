@@ -53,8 +53,7 @@ grpc::Status TimedOut(StreamGate& gate) {
 // One Check: reads the request, answers once.
 class HealthCheck final : public Reactor, private AwaitingRequest {
  public:
-  HealthCheck(StreamGate* gate, std::function<int(const std::string&)> answer_for)
-      : gate_(gate), answer_for_(std::move(answer_for)) {}
+  HealthCheck(StreamGate* gate, const HealthService* service) : gate_(gate), service_(service) {}
   // Apart from the constructor, so that a refusal finishes an object that is fully built.
   void Start(grpc::CallbackServerContext* ctx, const EndpointBinding& binding) {
     conn_ = gate_->ConnectionOf(*ctx);
@@ -70,9 +69,10 @@ class HealthCheck final : public Reactor, private AwaitingRequest {
       ticket_.Release();
       return Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the call carried no valid request message"));
     }
-    int status = answer_for_(request.service());
+    HealthService::Answer status = service_->StatusOf(request.service());
     ticket_.Release();
-    if (status == 3) return Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "service name unknown"));
+    if (status == HealthService::kServiceUnknown)
+      return Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "service name unknown"));
     response_ = Encode(status);
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
@@ -86,7 +86,7 @@ class HealthCheck final : public Reactor, private AwaitingRequest {
   }
 
   StreamGate* gate_;
-  std::function<int(const std::string&)> answer_for_;
+  const HealthService* service_;
   std::shared_ptr<PeerConnection> conn_;  // its ticket counts on it
   StreamAccounts::Ticket ticket_;
   RequestBytes request_;
@@ -193,10 +193,7 @@ class HealthService::Methods final : public grpc::Service {
     AddMethod(new grpc::internal::RpcServiceMethod("/grpc.health.v1.Health/Check",
                                                    grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
     MarkMethodRawCallback(0, new Handler([s](grpc::CallbackServerContext* ctx) {
-                            auto* check = new HealthCheck(s->gate_, [s](const std::string& name) {
-                              std::lock_guard lock(s->mu_);
-                              return static_cast<int>(s->AnswerFor(name));
-                            });
+                            auto* check = new HealthCheck(s->gate_, s);
                             check->Start(ctx, *s->binding_());
                             return check;
                           }));
@@ -216,6 +213,11 @@ HealthService::HealthService(StreamGate* gate, std::function<std::shared_ptr<con
 HealthService::~HealthService() = default;
 
 grpc::Service* HealthService::service() { return methods_.get(); }
+
+HealthService::Answer HealthService::StatusOf(const std::string& service) const {
+  std::lock_guard lock(mu_);
+  return AnswerFor(service);
+}
 
 HealthService::Answer HealthService::AnswerFor(const std::string& service) const {
   auto it = serving_.find(service);

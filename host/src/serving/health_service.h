@@ -36,12 +36,16 @@ class HealthService {
   // Ends every watch (the endpoint is stopping); a watch started later is refused by the gate.
   void EndWatches();
 
+  // HealthCheckResponse.ServingStatus, as the service answers it.
+  enum Answer : int { kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
+  // What a Check of `service` answers now; kServiceUnknown when it is not known.
+  Answer StatusOf(const std::string& service) const;
+
   class Watch;  // one Watch stream
 
  private:
   friend class Watch;
   class Methods;
-  enum Answer : int { kServing = 1, kNotServing = 2, kServiceUnknown = 3 };  // HealthCheckResponse.ServingStatus
   // What `service` answers now; kServiceUnknown when it is not known. Caller holds mu_.
   Answer AnswerFor(const std::string& service) const;
   void Add(Watch* watch);
