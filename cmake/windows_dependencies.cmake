@@ -7,6 +7,9 @@ find_package(gRPC CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(tomlplusplus CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
+# Boost's headers (Boost.DLL loads the group libraries), linked into the prefix from the Linux build's
+# libboost-dev by build-deps.sh.
+find_path(CSI_PROXY_BOOST_INCLUDE_DIR boost/dll/shared_library.hpp REQUIRED)
 
 find_program(CSI_PROXY_PROTOC protoc REQUIRED)
 find_program(CSI_PROXY_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

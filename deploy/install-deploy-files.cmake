@@ -4,6 +4,8 @@
 #     <prefix>/etc/csi-proxy/csi-proxy.toml otherwise. An existing file that differs from the default is an admin's
 #     edit: it is kept, and the new default goes beside it as csi-proxy.toml.default.
 #   - the systemd unit, with the installed paths, in <prefix>/lib/systemd/system/csi-proxy.service.
+#   - the audit log's rotation, deploy/csi-proxy.logrotate, as logrotate.d/csi-proxy beside the configuration's
+#     folder (/etc/logrotate.d/csi-proxy for --prefix /usr).
 # Set by the install(CODE) before this script: CSI_PROXY_SOURCE_DIR, CSI_PROXY_STAGING_DIR (a build-tree folder),
 # CSI_PROXY_BINDIR and CSI_PROXY_DOCDIR (GNUInstallDirs' relative bin and doc folders).
 # file(INSTALL) adds $ENV{DESTDIR} and records the files in the install manifest.
@@ -42,3 +44,7 @@ set(CSI_PROXY_CONFIG_FILE "${_config_dir}/csi-proxy.toml")
 set(CSI_PROXY_DOC_DIR "${_prefix}/${CSI_PROXY_DOCDIR}")
 configure_file("${CSI_PROXY_SOURCE_DIR}/deploy/csi-proxy.service.in" "${_staging}/csi-proxy.service" @ONLY)
 file(INSTALL DESTINATION "${_prefix}/lib/systemd/system" TYPE FILE FILES "${_staging}/csi-proxy.service")
+
+get_filename_component(_etc_dir "${_config_dir}" DIRECTORY)
+configure_file("${CSI_PROXY_SOURCE_DIR}/deploy/csi-proxy.logrotate" "${_staging}/csi-proxy" COPYONLY)
+file(INSTALL DESTINATION "${_etc_dir}/logrotate.d" TYPE FILE FILES "${_staging}/csi-proxy")

@@ -18,8 +18,8 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Library dependencies from dpkg-shlibdeps; the programs the groups run, by name.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "mount, util-linux, fdisk, e2fsprogs")
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "xfsprogs, dosfstools, cifs-utils, open-iscsi, systemd")
-# conffiles: dpkg keeps an admin's edit of the configuration across upgrades (CMake 3.25's cpack does not mark
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "xfsprogs, dosfstools, cifs-utils, open-iscsi, systemd, logrotate")
+# conffiles: dpkg keeps an admin's edit of the configuration (and of the audit log's logrotate file) across upgrades (CMake 3.25's cpack does not mark
 # files in /etc by itself); the maintainer scripts tell systemd about the unit.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${CMAKE_CURRENT_LIST_DIR}/debian/conffiles ${CMAKE_CURRENT_LIST_DIR}/debian/postinst

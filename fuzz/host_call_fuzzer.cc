@@ -147,7 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ctx.registry = &registry;
   ctx.registering = true;
   std::string config = "[host]\n[group]\n";
-  csi_proxy_host_api api = csi_proxy::host::MakeHostApi(&ctx, config);
+  csi_proxy_host_api api = csi_proxy::host::MakeHostApi(&ctx, config, /*check_only=*/false);
   RegisterServices(in, api, ctx);
   DriveOneCall(in, api);
   return 0;

@@ -18,7 +18,7 @@ build_pkgs=(
 runtime_pkgs=(
   util-linux fdisk e2fsprogs xfsprogs dosfstools
   samba smbclient cifs-utils tgt open-iscsi
-  dbus systemd
+  dbus systemd logrotate
   python3-grpcio python3-h2
 )
 

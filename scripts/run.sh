@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build -DCSI_PROXY_BUILD_TESTS=OFF -DCSI_PROXY_BUILD_BENCH=OFF >/dev/null
 cmake --build build -j"$(nproc)"
+# The audit log's directory, as the systemd unit's LogsDirectory= makes it.
+install -d -m 0700 /var/log/csi-proxy
 exec build/bin/csi-proxy --config config/csi-proxy.toml "$@"

@@ -1,17 +1,13 @@
 // csi-proxyctl: status, reload, check-config and generic calls for a running csi-proxy. It talks to the host over
-// the admin socket ([host] admin_socket, root-only) and calls endpoints with the descriptors the host holds.
+// the admin socket ([host] admin_socket, root-only; on Windows the admin pipe, for SYSTEM and Administrators) and
+// calls endpoints with the descriptors the host holds.
 #include <google/protobuf/util/json_util.h>
-#include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -20,6 +16,7 @@
 #include "config/config.h"
 #include "config/default_paths.h"
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
+#include "host_connection.h"
 #include "observe/message_json.h"
 
 namespace {
@@ -63,25 +60,12 @@ std::unique_ptr<admin::Admin::Stub> ConnectAdmin(const Globals& g) {
     }
     path = config->admin_socket;
   }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == EACCES) {
-      Fail("permission denied on the admin socket " + path + ": it is root-only; run csi-proxyctl as root");
-      return nullptr;
-    }
-    Fail("no admin socket at " + path + ": " + std::strerror(errno) +
-         " (is csi-proxy running? --admin-socket or --config name another host)");
+  auto channel = csi_proxy::ctl::ConnectAdmin(path);
+  if (!channel.ok()) {
+    Fail(channel.status().message());
     return nullptr;
   }
-  if (!S_ISSOCK(st.st_mode)) {
-    Fail(path + " is not a socket");
-    return nullptr;
-  }
-  if (access(path.c_str(), R_OK | W_OK) != 0) {
-    Fail("permission denied on the admin socket " + path + ": it is root-only; run csi-proxyctl as root");
-    return nullptr;
-  }
-  return admin::Admin::NewStub(grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials()));
+  return admin::Admin::NewStub(*channel);
 }
 
 void SetDeadline(grpc::ClientContext& ctx, int seconds) {
@@ -142,17 +126,11 @@ int Reload(const Globals& g) {
 
 // The host binary beside this one makes the checks a start makes; its exit code is the answer.
 int CheckConfig(const Globals& g, bool allow_untrusted_files) {
-  std::string host = ExeDir() + "/csi-proxy";
-  std::vector<std::string> args = {host, "--check-config"};
+  std::vector<std::string> args = {"--check-config"};
   if (!g.config_path.empty()) args.insert(args.end(), {"--config", g.config_path});
   if (allow_untrusted_files) args.push_back("--allow-untrusted-files");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  char* envp[] = {nullptr};
-  std::fflush(stdout);
-  execve(host.c_str(), argv.data(), envp);
-  return Fail("cannot run " + host + ": " + std::strerror(errno));
+  auto exit_code = csi_proxy::ctl::RunHost(ExeDir(), args);
+  return exit_code.ok() ? *exit_code : Fail(exit_code.status().message());
 }
 
 // METHOD as given: a full path (/v1.Filesystem/PathExists), Service/Method, or a method name unique in the endpoint.
@@ -212,8 +190,9 @@ int Call(const Globals& g, std::string endpoint, const std::string& method, cons
     if (auto s = stub->Status(&ctx, admin::StatusRequest(), &status); !s.ok()) return RpcFailed("status", s);
     dir = status.endpoint_dir();
   }
-  auto channel = grpc::CreateChannel("unix:" + dir + "/" + endpoint, grpc::InsecureChannelCredentials());
-  grpc::GenericStub generic(channel);
+  auto channel = csi_proxy::ctl::ConnectEndpoint(dir, endpoint);
+  if (!channel.ok()) return Fail(channel.status().message());
+  grpc::GenericStub generic(*channel);
   grpc::ClientContext ctx;
   SetDeadline(ctx, g.timeout_seconds);
   grpc::Slice slice(*request);

@@ -1,6 +1,7 @@
 // Validates every Kubernetes object in the *.yaml files of a directory against the Kubernetes API's schemas
 // (the OpenAPI definitions compiled into the kubernetes-models package): field types, required fields, enums and
-// formats. Prints one line per object; exits 1 when any object is invalid or of a kind it has no schema for.
+// formats; and the project's own rule for the proxy's configuration (ProjectPolicy). Prints one line per object;
+// exits 1 when any object is invalid or of a kind it has no schema for.
 // Usage: node deploy/validate/validate.mjs DIR   (after `npm ci` in deploy/validate; scripts/test.sh does it)
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,6 +17,18 @@ if (!dir) {
   console.error("usage: validate.mjs DIR");
   process.exit(2);
 }
+// What the project asks of its own objects beyond the schemas: the proxy's configuration turns the audit log on, so
+// that every mutating call is on record from the first day. Returns why an object breaks that, or "".
+function ProjectPolicy(obj) {
+  const toml = obj.kind === "ConfigMap" ? obj.data?.["csi-proxy.toml"] : undefined;
+  if (toml === undefined) return "";
+  const host = toml.split(/^\[/m).find((table) => table.startsWith("host]")) ?? "";
+  if (!/^\s*audit_log\s*=\s*"[^"]+"/m.test(host)) {
+    return "csi-proxy.toml does not turn the audit log on ([host] audit_log)";
+  }
+  return "";
+}
+
 let failed = false;
 const files = readdirSync(dir).filter((f) => f.endsWith(".yaml") || f.endsWith(".yml")).sort();
 if (files.length === 0) {
@@ -40,6 +53,12 @@ for (const file of files) {
     }
     try {
       new Model(obj).validate();
+      const policy = ProjectPolicy(obj);
+      if (policy) {
+        console.log(`${file}: ${name}: ${policy}`);
+        failed = true;
+        continue;
+      }
       console.log(`${file}: ${name}: valid`);
     } catch (e) {
       console.log(`${file}: ${name}: ${e.message}`);

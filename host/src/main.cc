@@ -54,9 +54,17 @@ struct Options {
   bool allow_untrusted_files = false;
 };
 
+std::string Usage() { return kUsage + csi_proxy::host::SystemFlagsUsage(); }
+
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "csi-proxy: %s\n\n%s", message.c_str(), kUsage);
+  std::fprintf(stderr, "csi-proxy: %s\n\n%s", message.c_str(), Usage().c_str());
   return 2;
+}
+
+// Exits with a failure the service manager hears of too.
+int Fail(const std::string& why) {
+  csi_proxy::host::NotifyExiting(1, why);
+  return 1;
 }
 
 // --check-config: what a start would serve, found by the start's own loading (HostRuntime::CheckStart).
@@ -65,7 +73,7 @@ int CheckConfig(const HostConfig& config) {
   std::printf("%-12s %-10s %-34s %s\n", "GROUP", "VERSION", "ENDPOINT", "LIBRARY");
   for (const auto& [name, e] : check.endpoints) {
     std::printf("%-12s %-10s %-34s %s\n", e.group.c_str(), e.version.c_str(),
-                (config.endpoint_dir + "/" + name).c_str(), e.library.c_str());
+                csi_proxy::host::EndpointPath(config.endpoint_dir, name).c_str(), e.library.c_str());
   }
   for (const auto& r : check.skipped) std::printf("skipped: %s\n", r.c_str());
   for (const auto& r : check.refused) std::printf("refused: %s\n", r.c_str());
@@ -85,13 +93,15 @@ void StartStopWatchdog(std::chrono::milliseconds bound, std::string sig_name) {
     std::this_thread::sleep_for(bound);
     spdlog::error("still stopping {} ms after {}; exiting now (a library's shutdown or init does not return)",
                   bound.count(), sig_name);
+    csi_proxy::host::NotifyExiting(1, "still stopping " + std::to_string(bound.count()) + " ms after " + sig_name);
     spdlog::shutdown();
     std::_Exit(1);
   }).detach();
 }
 
 // A library's init given up at a start or a reload, or a handler a drain left running, may still run: exiting
-// normally would run the process's static destructors under it. Exits at once in that case; returns otherwise.
+// normally would run the process's static destructors under it. Exits at once in that case (the service manager
+// heard of the exit already); returns otherwise.
 void ExitLeavingLibrariesRunning(int code) {
   if (!csi_proxy::host::GroupRuntime::LibraryCodeMayRun()) return;
   spdlog::warn(
@@ -152,6 +162,7 @@ int main(int argc, char** argv) {
   // host has no use for it in production.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Options opts;
+  csi_proxy::host::SystemFlags system;
   std::vector<std::string> args(argv + 1, argv + argc);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -161,7 +172,7 @@ int main(int argc, char** argv) {
       return {};
     };
     if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(Usage().c_str(), stdout);
       return 0;
     } else if (a == "--version") {
       std::printf("csi-proxy %s (plugin ABI %u-%u)\n", CSI_PROXY_HOST_VERSION, csi_proxy::host::kAbiVersionMin,
@@ -178,31 +189,43 @@ int main(int argc, char** argv) {
       opts.log_level = value("--log-level");
       if (!csi_proxy::host::IsValidLogLevel(opts.log_level))
         return UsageError("bad --log-level '" + opts.log_level + "'");
-    } else {
+    } else if (auto taken = csi_proxy::host::TakeSystemFlag(args, i, system); !taken.ok()) {
+      return UsageError(taken.status().message());
+    } else if (!*taken) {
       return UsageError("unknown argument '" + a + "'");
     }
   }
+  if (auto exit_code = csi_proxy::host::RunSystemCommand(system)) return *exit_code;
 
   // Before any thread starts: stop and reload requests are the main thread's to take.
-  csi_proxy::host::PrepareProcess();
+  if (auto s = csi_proxy::host::PrepareProcess(system); !s.ok()) {
+    std::fprintf(stderr, "csi-proxy: exiting: %s\n", s.message().c_str());
+    return Fail(s.message());
+  }
 
   std::string exe_dir = csi_proxy::host::ExecutableDirectory();
   if (opts.config_path.empty()) opts.config_path = csi_proxy::host::DefaultConfigPath(exe_dir);
   if (opts.allow_untrusted_files) csi_proxy::host::AllowUntrustedFiles();
   auto load_config = [&]() -> csi_proxy::StatusOr<HostConfig> {
-    CSI_PROXY_RETURN_IF_ERROR(csi_proxy::host::CheckTrustedFile(opts.config_path, "the configuration file"));
     auto config = csi_proxy::host::LoadConfig(opts.config_path, exe_dir);
+    if (config.ok()) csi_proxy::host::ApplySystemFlags(system, *config);
     if (config.ok() && !opts.log_level.empty()) config->log_level = opts.log_level;  // the flag wins
     return config;
   };
   auto config = load_config();
   if (!config.ok()) {
     std::fprintf(stderr, "csi-proxy: exiting: the configuration is refused: %s\n", config.status().message().c_str());
-    return 1;
+    return Fail("the configuration is refused: " + config.status().message());
   }
-  csi_proxy::host::SetUpLogging(config->log_level, config->log_format);
+  if (auto s = csi_proxy::host::SetUpLogging(config->log_level, config->log_format, system.log_file,
+                                             system.log_file_max_bytes, system.log_to_stderr);
+      !s.ok()) {
+    std::fprintf(stderr, "csi-proxy: exiting: %s\n", s.message().c_str());
+    return Fail(s.message());
+  }
   csi_proxy::host::LogFatalErrorsOnTerminate();
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
+  for (const auto& note : system.notes) spdlog::info("{}", note);
 
   if (opts.check_config) {
     int code = CheckConfig(*config);
@@ -215,7 +238,7 @@ int main(int argc, char** argv) {
   if (auto s = csi_proxy::host::ClaimHost(*config); !s.ok()) {
     spdlog::error("{}", s.message());
     spdlog::error("exiting: another csi-proxy serves this configuration");
-    return 1;
+    return Fail(s.message());
   }
   csi_proxy::host::HostRuntime runtime;
   csi_proxy::host::PageTrimmer trimmer;
@@ -233,14 +256,15 @@ int main(int argc, char** argv) {
   csi_proxy::host::AdminServer admin(runtime, opts.config_path, reload);
   if (auto s = admin.Start(config->admin_socket); !s.ok()) {
     spdlog::error("exiting: the admin socket cannot be served: {}", s.message());
-    return 1;
+    return Fail("the admin socket cannot be served: " + s.message());
   }
   if (auto s = runtime.Start(*config); !s.ok()) {
     spdlog::error("exiting: {}", s.message());
     admin.Stop();
     runtime.Shutdown();
-    ExitLeavingLibrariesRunning(1);
-    return 1;
+    int code = Fail(s.message());
+    ExitLeavingLibrariesRunning(code);
+    return code;
   }
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
   spdlog::info("admin socket {}", config->admin_socket);
@@ -272,11 +296,14 @@ int main(int argc, char** argv) {
     // Their handlers never returned: exiting normally would run the libraries' destructors under them.
     spdlog::warn("stopped with {} group(s) still running a call; exiting on {} without waiting for them",
                  still_running.size(), sig_name);
+    csi_proxy::host::NotifyExiting(0, "stopped with calls still running past shutdown_timeout_seconds: " +
+                                          still_running.front() + (still_running.size() > 1 ? ", ..." : ""));
     spdlog::shutdown();
     std::_Exit(0);
   }
   spdlog::info("stopped");
   spdlog::info("exiting on {}", sig_name);
+  csi_proxy::host::NotifyExiting(0);
   ExitLeavingLibrariesRunning(0);
   return 0;
 }

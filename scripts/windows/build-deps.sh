@@ -14,8 +14,10 @@
 #
 # What is built: gRPC's unsecure C++ libraries (no TLS library is needed), protobuf (runtime libraries only:
 # protoc and grpc_cpp_plugin are Debian's Linux binaries of the same versions), abseil, re2, c-ares, zlib,
-# googletest, fmt, spdlog and CLI11; toml++'s headers are taken from the Linux build's libtomlplusplus-dev (the
-# same version; Debian builds it as a shared library, the Windows build uses it header-only).
+# googletest, fmt, spdlog, CLI11, and civetweb and prometheus-cpp's core and pull libraries (the host's metrics).
+# Header-only parts come from the Linux build's own packages, at the same versions: toml++'s headers from
+# libtomlplusplus-dev (Debian builds it as a shared library, the Windows build uses it header-only) and Boost's
+# (Boost.DLL loads the group DLLs) from libboost-dev, linked into the prefix.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +51,8 @@ components=(
   "fmt          fmtlib        libfmt-dev"
   "spdlog       spdlog        libspdlog-dev"
   "cli11        cli11         libcli11-dev"
+  "civetweb     civetweb      libcivetweb-dev"
+  "prometheus   prometheus-cpp prometheus-cpp-dev"
 )
 declare -A srcpkg version
 for line in "${components[@]}"; do
@@ -57,6 +61,7 @@ for line in "${components[@]}"; do
   version[$name]=$(dpkg-query -W -f='${source:Version}' "$bin")
 done
 toml_version=$(dpkg-query -W -f='${Version}' libtomlplusplus-dev)
+boost_version=$(dpkg-query -W -f='${Version}' libboost-dev)
 
 compiler=x86_64-w64-mingw32-g++-posix
 key=$( {
@@ -64,6 +69,7 @@ key=$( {
   find "$patches" -type f -name '*.patch' | sort | xargs cat
   for line in "${components[@]}"; do read -r name _ <<<"$line"; echo "$name ${version[$name]}"; done
   echo "toml++ $toml_version"
+  echo "boost $boost_version"
   $compiler --version | head -1
 } | sha256sum | cut -c1-16)
 top=$root/$key
@@ -213,6 +219,18 @@ build_spdlog() {
 build_cli11() {
   cmake_install cli11 "$1" -DCLI11_BUILD_TESTS=OFF -DCLI11_BUILD_EXAMPLES=OFF -DCLI11_BUILD_DOCS=OFF
 }
+build_civetweb() {
+  # As Debian builds it (the C++ wrapper, websockets), less TLS: the metrics listener serves plain HTTP, and
+  # there is no OpenSSL for Windows here.
+  cmake_install civetweb "$1" -DCIVETWEB_BUILD_TESTING=OFF -DCIVETWEB_ENABLE_CXX=ON -DCIVETWEB_ENABLE_WEBSOCKETS=ON \
+    -DCIVETWEB_ENABLE_SSL=OFF -DCIVETWEB_ENABLE_SERVER_EXECUTABLE=OFF -DCIVETWEB_INSTALL_EXECUTABLE=OFF \
+    -DCIVETWEB_ENABLE_ASAN=OFF
+}
+build_prometheus() {
+  # As Debian builds it, over the civetweb above; the host uses the core and pull libraries only.
+  cmake_install prometheus "$1" -DUSE_THIRDPARTY_LIBRARIES=OFF -DENABLE_PUSH=OFF -DENABLE_COMPRESSION=OFF \
+    -DENABLE_TESTING=OFF -DGENERATE_PKGCONFIG=OFF
+}
 install_tomlplusplus() {
   # Header-only: the headers of the Linux build's libtomlplusplus-dev and a package file for its target.
   cp -a /usr/include/toml++ "$prefix/include/"
@@ -254,6 +272,9 @@ for line in "${components[@]}"; do
 done
 install_tomlplusplus
 echo "toml++ $toml_version (headers)" >>"$info"
+# Boost's headers are the same for both systems; the prefix points at the Linux build's.
+ln -s /usr/include/boost "$prefix/include/boost"
+echo "boost $boost_version (headers, linked)" >>"$info"
 end=$(date +%s)
 {
   echo "total $((end - start))s"

@@ -67,4 +67,13 @@ if ! timeout 300 "$wine_dir/wine64" wineboot --init >"$scratch/wineboot.log" 2>&
   cat "$scratch/wineboot.log" >&2
   exit 1
 fi
+# Wine 8 leaves two service managers in a new prefix, both serving \\.\pipe\svcctl: each client talks to either,
+# so a service created through one is unknown to the other. The first one started stays.
+services=$(for p in $(prefix_pids); do
+  if grep -qa 'services.exe' "/proc/$p/cmdline" 2>/dev/null; then echo "$p"; fi
+done | sort -n)
+extra=$(tail -n +2 <<<"$services")
+if [ -n "$extra" ]; then
+  kill $extra 2>/dev/null || true
+fi
 timeout "$limit" "$@"

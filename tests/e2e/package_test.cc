@@ -7,12 +7,14 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "grpc_client.h"
 #include "host_process.h"
@@ -76,7 +78,8 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   if (geteuid() != 0) GTEST_SKIP() << "installs a package with dpkg: needs root";
   if (!fs::exists("/usr/bin/dpkg") || !fs::exists("/usr/bin/cpack")) GTEST_SKIP() << "needs dpkg and cpack";
   if (PackageInstalled()) GTEST_SKIP() << "a csi-proxy package is installed on this machine: not touching it";
-  for (const char* path : {"/usr/bin/csi-proxy", "/usr/bin/csi-proxyctl", "/etc/csi-proxy", "/usr/lib/csi-proxy"}) {
+  for (const char* path : {"/usr/bin/csi-proxy", "/usr/bin/csi-proxyctl", "/etc/csi-proxy", "/usr/lib/csi-proxy",
+                           "/etc/logrotate.d/csi-proxy", "/var/log/csi-proxy"}) {
     if (fs::exists(path)) GTEST_SKIP() << path << " exists on this machine: not installing over it";
   }
   TempDir work;
@@ -100,6 +103,17 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   }
   auto conffiles = RunCommand({"/usr/bin/dpkg-query", "-W", "-f=${Conffiles}", kPackage});
   EXPECT_NE(conffiles.output.find(kInstalledConfig), std::string::npos) << conffiles.output;
+  // The audit log is on from the first day, in a directory of root's, rotated by logrotate with its mode kept.
+  EXPECT_NE(ReadFile(kInstalledConfig).find("\naudit_log = \"/var/log/csi-proxy/audit.log\"\n"), std::string::npos);
+  EXPECT_NE(conffiles.output.find("/etc/logrotate.d/csi-proxy"), std::string::npos) << conffiles.output;
+  const std::string rotation = ReadFile("/etc/logrotate.d/csi-proxy");
+  EXPECT_NE(rotation.find("/var/log/csi-proxy/audit.log {"), std::string::npos) << rotation;
+  EXPECT_NE(rotation.find("create 0600 root root"), std::string::npos) << rotation;
+  EXPECT_EQ(fs::status("/var/log/csi-proxy").permissions(), fs::perms::owner_all);
+  if (fs::exists("/usr/sbin/logrotate")) {
+    auto debug = RunCommand({"/usr/sbin/logrotate", "--debug", "/etc/logrotate.d/csi-proxy"});
+    EXPECT_EQ(debug.exit_code, 0) << debug.output;
+  }
   const std::string unit = ReadFile("/usr/lib/systemd/system/csi-proxy.service");
   EXPECT_NE(unit.find("ExecStart=/usr/bin/csi-proxy --config /etc/csi-proxy/csi-proxy.toml\n"), std::string::npos);
   EXPECT_NE(unit.find("Documentation=file:/usr/share/doc/csi-proxy/deploy/README.md"), std::string::npos);
@@ -144,6 +158,8 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   EXPECT_FALSE(PackageInstalled());
   EXPECT_FALSE(fs::exists("/usr/bin/csi-proxy"));
   EXPECT_FALSE(fs::exists(kInstalledConfig));
+  EXPECT_FALSE(fs::exists("/etc/logrotate.d/csi-proxy"));
+  EXPECT_FALSE(fs::exists("/var/log/csi-proxy"));
 }
 
 common::ProgramResult Install(const std::string& prefix, const std::string& destdir = "") {
@@ -187,6 +203,65 @@ TEST(CmakeInstall, PrefixUsrPutsTheConfigurationInEtcAndTheUnitInUsrLib) {
   EXPECT_NE(ReadFile(root + "/usr/lib/systemd/system/csi-proxy.service")
                 .find("ExecStart=/usr/bin/csi-proxy --config /etc/csi-proxy/csi-proxy.toml\n"),
             std::string::npos);
+}
+
+// The package's logrotate file, run by logrotate on a host's audit log (its path and its reload pointed at the
+// test's host): the old lines move on with the file's mode, the host reopens the file by name, and the new file is
+// root's and 0600 too.
+TEST(AuditLogRotation, LogrotateMovesTheFileAndTheHostWritesANewOneWithTheSameMode) {
+  const char* logrotate = "/usr/sbin/logrotate";
+  if (!fs::exists(logrotate)) GTEST_SKIP() << "logrotate is missing (Debian package logrotate)";
+  if (geteuid() != 0) GTEST_SKIP() << "logrotate's create 0600 root root needs root";
+  HostProcess host("[groups.filesystem]\nenabled = true\n");
+  const std::string audit = host.dir() + "/audit.log";
+  host.WriteConfig("[groups.filesystem]\nenabled = true\n", "audit_log = \"" + audit + "\"\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-filesystem-v1"})) << host.error();
+  auto mkdir = [&](const std::string& name) {
+    v1::MkdirRequest req;
+    req.set_path(host.kubelet_dir() + "/" + name);
+    v1::MkdirResponse resp;
+    return Call(Dial(host.endpoint("csi-proxy-filesystem-v1")), "/v1.Filesystem/Mkdir", req, &resp);
+  };
+  auto wait_for = [](const std::string& path, const std::string& text) {
+    for (int i = 0; i < 500 && ReadFile(path).find(text) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ReadFile(path).find(text) != std::string::npos;
+  };
+  fs::create_directories(host.kubelet_dir());
+  ASSERT_TRUE(mkdir("before").ok());
+  ASSERT_TRUE(wait_for(audit, "/before"));
+
+  std::string rules = ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/csi-proxy.logrotate");
+  auto replace = [&rules](const std::string& from, const std::string& to) {
+    size_t at = rules.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    rules.replace(at, from.size(), to);
+  };
+  replace("/var/log/csi-proxy/audit.log", audit);
+  replace("systemctl reload csi-proxy.service", "kill -HUP " + std::to_string(host.pid()));
+  replace("delaycompress", "nocompress");
+  std::ofstream(host.dir() + "/logrotate.conf") << rules;
+  fs::permissions(host.dir() + "/logrotate.conf", fs::perms::owner_read | fs::perms::owner_write);
+  auto rotated =
+      RunCommand({logrotate, "--force", "--state", host.dir() + "/logrotate.state", host.dir() + "/logrotate.conf"});
+  ASSERT_EQ(rotated.exit_code, 0) << rotated.output;
+  // logrotate's postrotate sent the SIGHUP: the host reopens the file by name.
+  for (int i = 0; i < 500 && host.log().find("reload finished") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(mkdir("after").ok());
+  ASSERT_TRUE(wait_for(audit, "/after")) << host.log();
+
+  EXPECT_NE(ReadFile(audit + ".1").find("/before"), std::string::npos);
+  EXPECT_EQ(ReadFile(audit).find("/before"), std::string::npos);
+  for (const std::string& file : {audit, audit + ".1"}) {
+    struct stat st {};
+    ASSERT_EQ(stat(file.c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << file;
+    EXPECT_EQ(st.st_uid, 0u) << file;
+  }
+  EXPECT_EQ(host.Stop(), 0);
 }
 
 TEST(ShippedUnitFile, PassesSystemdAnalyzeVerify) {
@@ -276,6 +351,9 @@ TEST(KubernetesConfigMap, TheProxyConfigurationIsAcceptedByTheHost) {
     }
   }
   ASSERT_NE(toml.find("[groups.filesystem]"), std::string::npos) << toml;
+  // Every mutating or refused call is on record from the first day (in the container's log, which the kubelet
+  // rotates).
+  EXPECT_NE(toml.find("\naudit_log = \"-\"\n"), std::string::npos) << toml;
   TempDir work;
   std::ofstream(work.path() + "/csi-proxy.toml") << toml;
   auto r = RunCommand({HostBinary(), "--check-config", "--config", work.path() + "/csi-proxy.toml"});
@@ -303,6 +381,18 @@ TEST_F(KubernetesManifests, ValidateAgainstTheKubernetesSchemas) {
   EXPECT_NE(r.output.find("DaemonSet kube-system/csi-proxy: valid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("DaemonSet kube-system/example-csi-node: valid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ConfigMap kube-system/csi-proxy-config: valid"), std::string::npos) << r.output;
+}
+
+TEST_F(KubernetesManifests, TheValidatorRefusesAProxyConfigurationWithoutTheAuditLog) {
+  TempDir work;
+  std::ofstream(work.path() + "/config.yaml")
+      << "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: quiet, namespace: kube-system}\ndata:\n"
+         "  csi-proxy.toml: |\n    [host]\n    # audit_log = \"-\"\n    [groups.disk]\n    audit_log = \"x\"\n";
+  auto r = Validate(work.path());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ConfigMap kube-system/quiet: csi-proxy.toml does not turn the audit log on"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(KubernetesManifests, TheValidatorRefusesAWrongTypeAndAnUnknownKind) {

@@ -1,4 +1,5 @@
-// The authorization rule on its own: the merge of [host] and group lists, and who passes which method.
+// The authorization rule on its own: which lists apply to a group ([host]'s or its table's), and who passes which
+// method.
 #include "serving/authorization.h"
 
 #include <gtest/gtest.h>
@@ -15,19 +16,25 @@ PeerCredentials Peer(int64_t uid, int64_t gid, std::vector<uint32_t> groups = {}
 
 TEST(AuthorizationPolicy, NoListLeavesTheGroupOpen) { EXPECT_EQ(Authorization::Of("disk", AccessLists{}), nullptr); }
 
-TEST(AuthorizationPolicy, AGroupsListReplacesTheHostsListOfTheSameKeyOnly) {
+TEST(AuthorizationPolicy, AGroupTableWithAnyListReplacesTheHostsListsAsAWhole) {
   AccessLists host;
-  host.allowed_uids = std::vector<uint32_t>{1000};
+  host.allowed_gids = std::vector<uint32_t>{1000};
   host.read_only_uids = std::vector<uint32_t>{2000};
+  // The group says "nobody may change anything here": the host's allowed_gids must not let gid 1000 in anyway,
+  // nor its read_only_uids let uid 2000 read.
   AccessLists group;
-  group.allowed_uids = std::vector<uint32_t>{3000};
+  group.allowed_uids = std::vector<uint32_t>{};
   AccessLists merged = MergeAccessLists(host, group);
-  EXPECT_EQ(merged.allowed_uids, std::vector<uint32_t>{3000});
-  EXPECT_EQ(merged.read_only_uids, std::vector<uint32_t>{2000});
-  EXPECT_FALSE(merged.allowed_gids);
-  // An empty list in the group table is a list: it replaces the host's with nobody.
-  group.read_only_uids = std::vector<uint32_t>{};
-  EXPECT_EQ(MergeAccessLists(host, group).read_only_uids, std::vector<uint32_t>{});
+  EXPECT_EQ(merged, group);
+  auto policy = Authorization::Of("system", merged);
+  ASSERT_NE(policy, nullptr);
+  EXPECT_TRUE(policy->Check(Peer(1000, 1000), "/v1.System/StartService", kMutating));
+  EXPECT_TRUE(policy->Check(Peer(5, 5, {1000}), "/v1.System/StartService", kMutating));
+  EXPECT_TRUE(policy->Check(Peer(2000, 2000), "/v1.System/GetService", kReadOnly));
+  // A group table without any list takes the host's four.
+  EXPECT_EQ(MergeAccessLists(host, AccessLists{}), host);
+  EXPECT_FALSE(Authorization::Of("disk", MergeAccessLists(host, AccessLists{}))
+                   ->Check(Peer(5, 5, {1000}), "/v1.Disk/PartitionDisk", kMutating));
 }
 
 TEST(AuthorizationPolicy, AllowedCallersMayCallEverythingReadOnlyCallersOnlyReads) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
@@ -163,7 +164,10 @@ TEST_F(Authorization, ARefusedCallIsPermissionDeniedNamingUidAndGroupAndNeverRea
   EXPECT_EQ(EchoCallsSeenByTheLibrary(host), 0);
   EXPECT_NE(host.log().find("refused a call: uid 65534 (gid 65534) may not call /v1.Echo/Echo"), std::string::npos)
       << host.log();
-  // The audit log (here on standard error) records the refusal.
+  // The audit log (here on standard error) records the refusal, from its writer thread a moment after the answer.
+  for (int i = 0; i < 500 && host.log().find("method=/v1.Echo/Echo pid=") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_NE(host.log().find("method=/v1.Echo/Echo pid="), std::string::npos) << host.log();
   EXPECT_NE(host.log().find("uid=65534 gid=65534 code=PERMISSION_DENIED"), std::string::npos) << host.log();
 
@@ -176,6 +180,48 @@ TEST_F(Authorization, ARefusedCallIsPermissionDeniedNamingUidAndGroupAndNeverRea
   for (int i = 0; i < 20; ++i)
     EXPECT_EQ(EchoAs(host, kNobodyIdentity).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Count(host.log(), "refused a call: uid 65534"), 1u) << host.log();
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+// Whether this kernel gives a pidfd of a socket's peer (SO_PEERPIDFD, Linux 6.5).
+bool KernelPinsPeers() {
+  constexpr int kSoPeerPidfd = 77;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return false;
+  int pidfd = -1;
+  socklen_t len = sizeof pidfd;
+  bool pins = getsockopt(pair[0], SOL_SOCKET, kSoPeerPidfd, &pidfd, &len) == 0 && pidfd >= 0;
+  if (pidfd >= 0) close(pidfd);
+  close(pair[0]);
+  close(pair[1]);
+  return pins;
+}
+
+// A socket carries the credentials of the process that connected to whoever holds it: here the child that
+// connected as nobody has exited, and the test (root) calls through its socket. By default the call is the
+// child's, as the kernel recorded it; with check_caller_process it is refused, since the connecting process is
+// gone.
+TEST_F(Authorization, WithCheckCallerProcessAConnectionWhoseProcessHasExitedIsRefused) {
+  if (!KernelPinsPeers()) GTEST_SKIP() << "this kernel has no SO_PEERPIDFD (Linux 6.5 or later)";
+  HostProcess passed("[groups.echo]\n", std::string(kOpenSockets) + "allowed_uids = [65534]\n");
+  ASSERT_TRUE(StartHost(passed, {"csi-proxy-echo-v1"})) << passed.error();
+  EXPECT_TRUE(EchoAs(passed, kNobodyIdentity).ok()) << "rights travel with the socket by default";
+  EXPECT_EQ(passed.Stop(), 0);
+
+  HostProcess host("[groups.echo]\n",
+                   std::string(kOpenSockets) + "allowed_uids = [65534, 0]\ncheck_caller_process = true\n");
+  ASSERT_TRUE(StartHost(host, {"csi-proxy-echo-v1"})) << host.error();
+  auto refused = EchoAs(host, kNobodyIdentity);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("uid 65534 (gid 65534) may not call /v1.Echo/Echo of group 'echo': the "
+                                         "process that connected (pid "),
+            std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find(") has exited: another process uses its connection"), std::string::npos);
+  EXPECT_EQ(EchoCallsSeenByTheLibrary(host), 0);
+  // A caller that connects itself, and still runs, is served.
+  v1::EchoResponse resp;
+  EXPECT_TRUE(Call(Dial(host.endpoint("csi-proxy-echo-v1")), "/v1.Echo/Echo", Text("hi"), &resp).ok());
   EXPECT_EQ(host.Stop(), 0);
 }
 

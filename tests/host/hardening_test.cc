@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -349,6 +350,185 @@ TEST(RequestSize, AHandlersLongFailureMessageReachesClientAndLogBounded) {
   EXPECT_LE(s.error_message().size(), 4096u);
   EXPECT_LT(host.log().size(), 64u * 1024);
   EXPECT_EQ(host.Stop(), 0);
+}
+
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A red-team pass: every failed call wrote a log line (about 4.7 MB/s from one caller). Failures are logged as
+// refusals are: one line per caller, method and code every ten seconds, the next one counting those left out.
+TEST(FailedCalls, ACallerWhoseCallsKeepFailingCostsOneLogLinePerMethodAndCode) {
+  HostProcess host("[groups.echo]\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  auto echo = Dial(host.endpoint("csi-proxy-echo-v1"));
+  v1::EchoRequest req;
+  req.set_text("no such thing");
+  req.set_fail_with_code(static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  v1::EchoResponse resp;
+  for (int i = 0; i < 200; ++i)
+    EXPECT_EQ(Call(echo, "/v1.Echo/Echo", req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  req.set_fail_with_code(static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(Call(echo, "/v1.Echo/Echo", req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  EXPECT_EQ(Occurrences(host.log(), "/v1.Echo/Echo failed with NOT_FOUND"), 1u) << host.log();
+  EXPECT_EQ(Occurrences(host.log(), "/v1.Echo/Echo failed with FAILED_PRECONDITION"), 1u) << host.log();
+  EXPECT_EQ(host.Stop(), 0);
+}
+
+constexpr uid_t kAttacker = 65534;  // nobody
+
+// Forks a process that, as kAttacker, points the symlink `link` at `a` and `b` in turn (a new link renamed over
+// the old one, as an attacker racing a check would) until killed.
+pid_t FlipSymlinkAsAttacker(const std::string& link, const std::string& a, const std::string& b) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
+    if (setgid(kAttacker) != 0 || setuid(kAttacker) != 0) _exit(1);
+    const std::string tmp = link + ".new";
+    for (unsigned i = 0;; ++i) {
+      unlink(tmp.c_str());
+      if (symlink((i % 2 ? a : b).c_str(), tmp.c_str()) != 0 || rename(tmp.c_str(), link.c_str()) != 0) _exit(1);
+    }
+  }
+  return pid;
+}
+
+void StopProcess(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+// A directory owned by kAttacker, in a directory everyone may enter.
+std::string AttackerDirectory(const std::string& parent, const std::string& name) {
+  fs::permissions(parent, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  std::string dir = parent + "/" + name;
+  fs::create_directories(dir);
+  if (chown(dir.c_str(), kAttacker, kAttacker) != 0) ADD_FAILURE() << "cannot chown " << dir;
+  return dir;
+}
+
+// The mark the fixture library's constructor leaves, set in the environment the hosts inherit while it lives.
+class ConstructorMark {
+ public:
+  explicit ConstructorMark(std::string path) : path_(std::move(path)) {
+    setenv("CSI_PROXY_TEST_CONSTRUCTOR_MARK", path_.c_str(), 1);
+  }
+  ~ConstructorMark() { unsetenv("CSI_PROXY_TEST_CONSTRUCTOR_MARK"); }
+  bool left() const { return fs::exists(path_); }
+
+ private:
+  std::string path_;
+};
+
+TEST(TrustedFiles, AUserWhoFlipsASymlinkOnTheLibrarysPathNeverGetsTheirCodeRun) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  HostProcess host("");
+  const std::string good = host.dir() + "/good";
+  fs::create_directories(good);
+  fs::copy_file(PluginDir() + "/libcsi-proxy-echo.so", good + "/libcsi-proxy-echo.so");
+  // The attacker owns a directory on the configured path and flips a link in it between the real library and
+  // their own, whose constructor would run as root the moment it is loaded.
+  const std::string attacker = AttackerDirectory(host.dir(), "attacker");
+  const std::string evil = attacker + "/evil";
+  fs::create_directories(evil);
+  fs::copy_file(BuildDir() + "/tests/fixtures/libcsi-proxy-ctormark.so", evil + "/libcsi-proxy-echo.so");
+  ConstructorMark mark(host.dir() + "/constructor-ran");
+  const std::string link = attacker + "/current";
+  fs::create_directory_symlink(good, link);
+  host.WriteConfig("[groups.echo]\nrequired = true\nlibrary = \"" + link + "/libcsi-proxy-echo.so\"\n");
+
+  pid_t flipper = FlipSymlinkAsAttacker(link, good, evil);
+  ASSERT_GT(flipper, 0);
+  int runs = 0, refused = 0;
+  for (; runs < 40 && !mark.left(); ++runs) refused += host.RunToExit({"--check-config"}) == 1 ? 1 : 0;
+  StopProcess(flipper);
+
+  EXPECT_FALSE(mark.left()) << "the attacker's library constructor ran as root after " << runs << " checks\n"
+                            << host.log();
+  EXPECT_EQ(refused, runs) << host.log();
+  EXPECT_NE(host.log().find("lies in " + attacker + ", which is owned by uid 65534"), std::string::npos) << host.log();
+}
+
+TEST(TrustedFiles, AUserWhoFlipsASymlinkOnTheConfigurationsPathNeverGetsItRead) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  HostProcess host("");
+  // Two configurations that differ in what they serve: the admin's serves echo v1, the attacker's v1alpha1.
+  const std::string good = host.dir() + "/good";
+  const std::string attacker = AttackerDirectory(host.dir(), "attacker");
+  const std::string evil = attacker + "/evil";
+  fs::create_directories(good);
+  fs::create_directories(evil);
+  host.WriteConfig("[groups.echo]\nversions = [\"v1\"]\n");
+  fs::copy_file(host.config_path(), good + "/csi-proxy.toml");
+  host.WriteConfig("[groups.echo]\nversions = [\"v1alpha1\"]\n");
+  fs::copy_file(host.config_path(), evil + "/csi-proxy.toml");
+  const std::string link = attacker + "/current";
+  fs::create_directory_symlink(good, link);
+  // The host's --config is a link (in the admin's directory) to a path through the attacker's directory.
+  fs::remove(host.config_path());
+  fs::create_symlink(link + "/csi-proxy.toml", host.config_path());
+
+  pid_t flipper = FlipSymlinkAsAttacker(link, good, evil);
+  ASSERT_GT(flipper, 0);
+  int refused = 0;
+  constexpr int kRuns = 40;
+  for (int run = 0; run < kRuns; ++run) refused += host.RunToExit({"--check-config"}) == 1 ? 1 : 0;
+  StopProcess(flipper);
+
+  EXPECT_EQ(host.log().find("csi-proxy-echo-v1alpha1"), std::string::npos) << "root read the attacker's configuration\n"
+                                                                           << host.log();
+  EXPECT_EQ(refused, kRuns) << host.log();
+  EXPECT_NE(host.log().find("the configuration file " + host.config_path() + " lies in " + attacker +
+                            ", which is owned by uid 65534"),
+            std::string::npos)
+      << host.log();
+}
+
+TEST(TrustedFiles, ALibraryReachedThroughLinksInTrustedDirectoriesLoads) {
+  HostProcess host("");
+  const std::string real = host.dir() + "/lib/csi-proxy";
+  fs::create_directories(real);
+  fs::copy_file(PluginDir() + "/libcsi-proxy-echo.so", real + "/libcsi-proxy-echo.so");
+  // As /lib leads to /usr/lib on a merged-/usr system: a relative link, then "..".
+  fs::create_directory_symlink("lib/csi-proxy", host.dir() + "/plugins");
+  host.WriteConfig("[groups.echo]\nrequired = true\nlibrary = \"" + host.dir() +
+                   "/plugins/../csi-proxy/libcsi-proxy-echo.so\"\n");
+  EXPECT_EQ(host.RunToExit({"--check-config"}), 0) << host.log();
+}
+
+// csi-proxyctl check-config beside a live host broke a live iSCSI portal write: the check's init took the write's
+// temporary file for a crash's leftover and removed it, and restricted the directory again. A check changes no
+// state: the groups' inits are told it is one (CSI_PROXY_INIT_CHECK_ONLY).
+TEST(CheckConfig, ACheckBesideALiveHostLeavesItsStateAlone) {
+  HostProcess live("");
+  const std::string state = live.dir() + "/state";
+  const std::string groups = "[groups.iscsi]\nrequired = true\n";
+  live.WriteConfig(groups, "state_dir = \"" + state + "\"\n");
+  ASSERT_TRUE(live.Start({"csi-proxy-iscsi-v1alpha2"})) << live.error();
+  // The live host is writing its portals: the new file is there under its temporary name, not renamed yet.
+  const std::string in_progress = state + "/iscsi/.portals.tmp.4242";
+  { std::ofstream(in_progress) << "# csi-proxy iSCSI target portals (address port), format 1\n"; }
+  fs::permissions(state + "/iscsi", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  const auto mode_before = fs::status(state + "/iscsi").permissions();
+
+  HostProcess check("");
+  check.WriteConfig(groups, "state_dir = \"" + state + "\"\n");
+  EXPECT_EQ(check.RunToExit({"--check-config"}), 0) << check.log();
+
+  EXPECT_TRUE(fs::exists(in_progress)) << "the check removed the live host's write in progress\n" << check.log();
+  EXPECT_EQ(fs::status(state + "/iscsi").permissions(), mode_before);
+  // A check against a state directory that does not exist yet creates none of it.
+  HostProcess fresh("");
+  fresh.WriteConfig("[groups.iscsi]\nrequired = true\n[groups.smb]\n", "state_dir = \"" + fresh.dir() + "/state\"\n");
+  EXPECT_EQ(fresh.RunToExit({"--check-config"}), 0) << fresh.log();
+  EXPECT_FALSE(fs::exists(fresh.dir() + "/state")) << fresh.log();
+  EXPECT_TRUE(live.running());
+  EXPECT_EQ(live.Stop(), 0);
 }
 
 TEST(TrustedFiles, ALibraryOthersCouldReplaceIsNotLoaded) {

@@ -14,6 +14,7 @@
 #include "grpc_client.h"
 #include "host_process.h"
 #include "loopback_port.h"
+#include "metrics_scrape.h"
 #include "run_program.h"
 #include "v1/echo.pb.h"
 #include "v1/filesystem.pb.h"
@@ -33,45 +34,6 @@ std::string BlockerGroup(const std::string& tag) {
          "\"\n";
 }
 const std::string kFilesystemGroup = "[groups.filesystem]\nrequired = true\n";
-
-// GET /metrics over a plain TCP connection; the body, or empty when the listener did not answer.
-std::string Scrape(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  std::string reply;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
-    std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  size_t body = reply.find("\r\n\r\n");
-  if (reply.rfind("HTTP/1.1 200", 0) != 0 && reply.rfind("HTTP/1.0 200", 0) != 0) return "";
-  return body == std::string::npos ? "" : reply.substr(body + 4);
-}
-
-// The value of the series `name` with exactly `labels`; NaN when the exposition has no such series.
-double Value(const std::string& text, const std::string& name, const std::map<std::string, std::string>& labels) {
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name + "{", 0) != 0 && !(labels.empty() && line.rfind(name + " ", 0) == 0)) continue;
-    size_t close = line.find("} ");
-    std::string set = close == std::string::npos ? "" : line.substr(name.size() + 1, close - name.size() - 1);
-    size_t found = 0;
-    for (const auto& [k, v] : labels) found += set.find(k + "=\"" + v + "\"") != std::string::npos;
-    size_t count = 0;
-    for (size_t at = set.find("=\""); at != std::string::npos; at = set.find("=\"", at + 1)) ++count;
-    if (found == labels.size() && count == labels.size()) {
-      return std::stod(line.substr(close == std::string::npos ? name.size() + 1 : close + 2));
-    }
-  }
-  return NAN;
-}
 
 std::map<std::string, std::string> Method(const std::string& method) {
   return {{"grpc_type", "unary"}, {"grpc_service", "v1.Filesystem"}, {"grpc_method", method}};
@@ -255,6 +217,37 @@ TEST(ObservabilityConfig, AMetricsAddressThatIsNotIpAndPortIsRefused) {
     EXPECT_EQ(host.RunToExit({"--check-config"}), 1) << address << "\n" << host.log();
     EXPECT_NE(host.log().find("host.metrics_address"), std::string::npos) << host.log();
   }
+}
+
+// A red-team pass: two TCP connections that never sent a request held both of the web server's workers, and every
+// scrape waited for good. Now a few idle connections take a few of the workers, and any idle connection is closed
+// after the request timeout, so a scrape waits seconds at most.
+TEST(MetricsServer, IdleConnectionsDelayAScrapeBySecondsAtMost) {
+  const uint16_t port = test_support::FreeLoopbackPort();
+  HostProcess host(kFilesystemGroup, "metrics_address = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  ASSERT_TRUE(host.Start({kFilesystem})) << host.error();
+  ASSERT_FALSE(Scrape(port).empty());
+  auto connect_idle = [port] {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    return fd;
+  };
+  std::vector<int> idle;
+  for (int i = 0; i < 2; ++i) idle.push_back(connect_idle());
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(Scrape(port, std::chrono::seconds(10)).empty()) << "two idle connections kept the scrape waiting";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  // More idle connections than workers: they are closed after the request timeout, and the scrape is answered.
+  for (int i = 0; i < 6; ++i) idle.push_back(connect_idle());
+  started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(Scrape(port, std::chrono::seconds(15)).empty()) << "idle connections kept the scrape waiting";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  for (int fd : idle) close(fd);
+  EXPECT_EQ(host.Stop(), 0);
 }
 
 }  // namespace

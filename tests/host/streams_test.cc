@@ -118,7 +118,7 @@ TEST(Streams, AConnectionThatIgnoresTheAdvertisedLimitHasTheStreamsBeyondItRefus
   Outcome o = Streams(host.endpoint(kEchoEndpoint), kWatch, 2000, "full");
   EXPECT_EQ(o.open, 100) << o.raw;
   EXPECT_EQ(o.status[8], 1900) << o.raw;  // RESOURCE_EXHAUSTED
-  EXPECT_NE(host.log().find("refused a stream of uid 0"), std::string::npos) << host.log();
+  EXPECT_NE(host.log().find("refused a stream of uid 0 (gid 0)"), std::string::npos) << host.log();
   EXPECT_NE(host.log().find("the connection holds its maximum of 100 streams"), std::string::npos) << host.log();
   // The connection's streams are gone with it: a well-behaved client is served at once.
   v1::EchoRequest req;
@@ -134,7 +134,7 @@ TEST(Streams, OneUidIsBoundedAcrossItsConnectionsAndTheHostInAll) {
   Outcome uid = Streams(host.endpoint(kEchoEndpoint), kWatch, 300, "full", {"--connections", "3"});
   EXPECT_EQ(uid.open, 150) << uid.raw;
   EXPECT_EQ(uid.status[8], 150) << uid.raw;
-  EXPECT_NE(host.log().find("uid 0 holds its maximum of 150 streams"), std::string::npos) << host.log();
+  EXPECT_NE(host.log().find("uid 0 (gid 0) holds its maximum of 150 streams"), std::string::npos) << host.log();
   EXPECT_EQ(host.Stop(), 0);
 
   HostProcess small("[groups.echo]\n", "max_streams = 120\n");

@@ -15,14 +15,14 @@ namespace csi_proxy::sdk {
 namespace {
 
 // Every struct version 2 did not grow is still its version-1 whole; the two that grew start their appended
-// fields right after version 1's.
+// fields right after version 1's, and so does the host table's init_flags (appended since, without a version).
 static_assert(CSI_PROXY_ABI_VERSION_MIN == CSI_PROXY_ABI_VERSION_1);
 static_assert(CSI_PROXY_HOST_OFFER_V1_SIZE == sizeof(csi_proxy_host_offer));
 static_assert(CSI_PROXY_PLUGIN_ANSWER_V1_SIZE == sizeof(csi_proxy_plugin_answer));
 static_assert(CSI_PROXY_METHOD_DESC_V1_SIZE == offsetof(csi_proxy_method_desc, flags));
 static_assert(CSI_PROXY_SERVICE_DESC_V1_SIZE == offsetof(csi_proxy_service_desc, file_descriptor_set));
 static_assert(CSI_PROXY_PEER_CREDENTIALS_V1_SIZE == sizeof(csi_proxy_peer_credentials));
-static_assert(CSI_PROXY_HOST_API_V1_SIZE == sizeof(csi_proxy_host_api));
+static_assert(CSI_PROXY_HOST_API_V1_SIZE == offsetof(csi_proxy_host_api, init_flags));
 static_assert(CSI_PROXY_PLUGIN_API_V1_SIZE == sizeof(csi_proxy_plugin_api));
 static_assert(static_cast<int32_t>(LogLevel::kWarn) == CSI_PROXY_LOG_WARN);
 
@@ -127,6 +127,8 @@ struct FakeHost {
   std::vector<std::string> services;
   int peer_fields = 3;
   std::string config = "[host]\ngroup_name = \"widget\"\n[group]\n";
+  uint32_t init_flags = 0;
+  bool plugin_saw_check_only = false;
 
   csi_proxy_host_api Table() {
     csi_proxy_host_api api{};
@@ -134,6 +136,7 @@ struct FakeHost {
     api.abi_version = CSI_PROXY_ABI_VERSION_1;
     api.config_toml = config.c_str();
     api.config_toml_size = config.size();
+    api.init_flags = init_flags;
     api.log = [](csi_proxy_host_context*, csi_proxy_log_level level, const char* m, size_t n) {
       Current()->lines.emplace_back(level, std::string(m, n));
     };
@@ -157,6 +160,7 @@ struct FakeHost {
 class WidgetPlugin : public Plugin {
  public:
   Status Init(Host& host) override {
+    FakeHost::Current()->plugin_saw_check_only = host.check_only();
     host.AddService("v1", "v1.Widget");
     LogWarn("widget ready");
     return Status::Ok();
@@ -203,6 +207,17 @@ TEST_F(SdkInit, RefusesAHostTableShorterThanVersionOneWithTheSizesInTheReason) {
                                      ", expected at least " + std::to_string(CSI_PROXY_HOST_API_V1_SIZE));
   EXPECT_TRUE(fake_.services.empty());
   EXPECT_EQ(internal::HostApi(), nullptr);
+}
+
+TEST_F(SdkInit, ACheckOnlyInitIsToldSoAndAnOlderHostsTableReadsAsAStart) {
+  fake_.init_flags = CSI_PROXY_INIT_CHECK_ONLY;
+  ASSERT_EQ(InitWithTableOf(sizeof(csi_proxy_host_api)), CSI_PROXY_STATUS_OK) << error_;
+  EXPECT_TRUE(fake_.plugin_saw_check_only);
+  internal::Shutdown(state_);
+  state_ = nullptr;
+  // A host that predates init_flags hands a table that ends before it: what lies beyond is not read.
+  ASSERT_EQ(InitWithTableOf(CSI_PROXY_HOST_API_V1_SIZE), CSI_PROXY_STATUS_OK) << error_;
+  EXPECT_FALSE(fake_.plugin_saw_check_only);
 }
 
 TEST_F(SdkInit, PeerFieldsTheHostDoesNotKnowReadAsUnknown) {

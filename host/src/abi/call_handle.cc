@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "abi/line_budget.h"
 #include "csi_proxy/status.hpp"
 
 using csi_proxy::host::CallAnswerSink;
@@ -49,11 +50,20 @@ void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view 
   if (code == CSI_PROXY_STATUS_OK) {
     spdlog::debug("[{}] {} OK in {} us", info_.group, info_.method, elapsed.count());
   } else {
-    // The message may quote request values: a log line stays short whatever the request held.
-    constexpr size_t kMaxLogged = 512;
-    spdlog::info("[{}] {} failed with {} in {} us: {}{}", info_.group, info_.method, csi_proxy::CodeName(code),
-                 elapsed.count(), message.substr(0, kMaxLogged),
-                 message.size() > kMaxLogged ? " ... (" + std::to_string(message.size()) + " bytes)" : "");
+    // One line per caller, method and code every ten seconds, with the count of those not logged: a caller whose
+    // calls keep failing cannot flood the log. The message may quote request values: a line stays short whatever
+    // the request held.
+    static csi_proxy::host::LineBudget budget(1, std::chrono::seconds(10));
+    uint64_t not_logged = 0;
+    if (budget.Allow(std::to_string(info_.peer.uid) + " " + info_.method + " " + std::to_string(code), not_logged)) {
+      constexpr size_t kMaxLogged = 512;
+      spdlog::info("[{}] {} failed with {} in {} us: {}{}{}", info_.group, info_.method, csi_proxy::CodeName(code),
+                   elapsed.count(), message.substr(0, kMaxLogged),
+                   message.size() > kMaxLogged ? " ... (" + std::to_string(message.size()) + " bytes)" : "",
+                   not_logged == 0 ? ""
+                                   : " (" + std::to_string(not_logged) + " more failures of this method with this " +
+                                         "code for uid " + std::to_string(info_.peer.uid) + " were not logged)");
+    }
   }
   sink->Answer(code, message, response);
 }

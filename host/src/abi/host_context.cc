@@ -97,7 +97,7 @@ void CallPeer(const csi_proxy_host_call* call, csi_proxy_peer_credentials* out) 
 
 }  // namespace
 
-csi_proxy_host_api MakeHostApi(csi_proxy_host_context* context, const std::string& config_toml) {
+csi_proxy_host_api MakeHostApi(csi_proxy_host_context* context, const std::string& config_toml, bool check_only) {
   csi_proxy_host_api api{};
   api.struct_size = sizeof api;
   api.abi_version = CSI_PROXY_ABI_VERSION_CURRENT;
@@ -110,6 +110,7 @@ csi_proxy_host_api MakeHostApi(csi_proxy_host_context* context, const std::strin
   api.call_deadline_unix_ns = &CallDeadline;
   api.call_is_cancelled = &CallIsCancelled;
   api.call_peer_credentials = &CallPeer;
+  api.init_flags = check_only ? CSI_PROXY_INIT_CHECK_ONLY : 0u;
   return api;
 }
 

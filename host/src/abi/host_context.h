@@ -26,6 +26,7 @@ struct csi_proxy_host_context {
 };
 
 namespace csi_proxy::host {
-// Fills the table a plugin receives; `config_toml` must outlive the plugin.
-csi_proxy_host_api MakeHostApi(csi_proxy_host_context* context, const std::string& config_toml);
+// Fills the table a plugin receives; `config_toml` must outlive the plugin. `check_only`: the init is a
+// configuration check (CSI_PROXY_INIT_CHECK_ONLY).
+csi_proxy_host_api MakeHostApi(csi_proxy_host_context* context, const std::string& config_toml, bool check_only);
 }  // namespace csi_proxy::host

@@ -83,9 +83,9 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   if (!std::filesystem::exists(group.library, ec)) {
     return Refuse(group, Code::kNotFound, "the library file does not exist");
   }
-  if (Status trusted = CheckTrustedFile(group.library, "the library"); !trusted.ok()) {
-    return Refuse(group, trusted.code(), trusted.message());
-  }
+  // The file checked is the file loaded: a path swapped after the check is never read again.
+  auto file = OpenTrustedFile(group.library, "the library");
+  if (!file.ok()) return Refuse(group, file.status().code(), file.status().message());
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->config_name_ = group.name;
   plugin->context_ = std::make_unique<csi_proxy_host_context>();
@@ -95,7 +95,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->context_->registry = &registry;
 
   LibraryScope loading(group.name.c_str(), "load");  // the library's constructors run in the load
-  auto library = SharedLibrary::Load(group.library);
+  auto library = SharedLibrary::Load(std::move(*file));
   if (!library.ok()) return Refuse(group, Code::kFailedPrecondition, library.status().message());
   plugin->library_ = std::move(*library);
   csi_proxy_plugin_negotiate_fn negotiate =
@@ -159,7 +159,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   }
 
   plugin->config_toml_ = GroupConfigToml(group, host);
-  plugin->host_api_ = MakeHostApi(plugin->context_.get(), plugin->config_toml_);
+  plugin->host_api_ = MakeHostApi(plugin->context_.get(), plugin->config_toml_, host.check_only);
   char error[1024] = {0};
   plugin->context_->registering = true;
   try {

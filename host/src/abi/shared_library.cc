@@ -7,10 +7,11 @@
 
 namespace csi_proxy::host {
 
-StatusOr<std::unique_ptr<SharedLibrary>> SharedLibrary::Load(const std::string& path) {
+StatusOr<std::unique_ptr<SharedLibrary>> SharedLibrary::Load(TrustedFile file) {
   std::unique_ptr<SharedLibrary> library(new SharedLibrary());
+  library->file_ = std::move(file);
   std::lock_guard lock(MappingChangeMutex());  // loading maps the library: not while pages are released
-  CSI_PROXY_ASSIGN_OR_RETURN(std::string load_path, PrivateLoadPath(path, library->private_copy_));
+  CSI_PROXY_ASSIGN_OR_RETURN(std::string load_path, LoadPath(library->file_, library->private_copy_));
   boost::dll::fs::error_code error;
   library->library_.load(load_path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, error);
   if (error) {

@@ -3,13 +3,6 @@
 
 namespace csi_proxy::host {
 
-AccessLists MergeAccessLists(const AccessLists& host, const AccessLists& group) {
-  AccessLists out = host;
-  if (group.allowed_uids) out.allowed_uids = group.allowed_uids;
-  if (group.allowed_gids) out.allowed_gids = group.allowed_gids;
-  if (group.read_only_uids) out.read_only_uids = group.read_only_uids;
-  if (group.read_only_gids) out.read_only_gids = group.read_only_gids;
-  return out;
-}
+AccessLists MergeAccessLists(const AccessLists& host, const AccessLists& group) { return group.any() ? group : host; }
 
 }  // namespace csi_proxy::host

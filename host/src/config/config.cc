@@ -3,14 +3,15 @@
 
 #include "config/host_keys.h"
 #include "config/system_accounts.h"
+#include "config/trusted_files.h"
 
+#if defined(_WIN32)
+#include <ws2tcpip.h>  // inet_pton
+#else
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <unistd.h>
+#endif
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -86,22 +87,22 @@ Status ReadStringArray(const std::string& source, const toml::table& t, const st
 
 // An array of uids or gids: integers, or user or group names resolved now (at start and at each reload).
 Status ReadIdArray(const std::string& source, const toml::table& t, const std::string& table_name,
-                   const std::string& key, std::optional<std::vector<uint32_t>>& out) {
+                   const std::string& key, std::optional<std::vector<AccountId>>& out) {
   const toml::node* n = t.get(key);
   if (n == nullptr) return Status::Ok();
   const bool uids = key.find("uids") != std::string::npos;
   const std::string what = uids ? "uids or user names" : "gids or group names";
   const toml::array* arr = n->as_array();
   if (arr == nullptr) return KeyError(source, *n, table_name + "." + key, "must be an array of " + what);
-  std::vector<uint32_t> ids;
+  std::vector<AccountId> ids;
   for (const auto& item : *arr) {
     if (auto i = item.value_exact<int64_t>()) {
-      // (uid_t)-1 is "no id" to the kernel, so the largest id is one less.
-      if (*i < 0 || *i >= int64_t{UINT32_MAX}) {
+      auto id = AccountFromNumber(*i);
+      if (!id.ok()) {
         return KeyError(source, item, table_name + "." + key,
-                        "holds " + std::to_string(*i) + ", not an id from 0 to 4294967294");
+                        "holds " + std::to_string(*i) + ", " + id.status().message());
       }
-      ids.push_back(static_cast<uint32_t>(*i));
+      ids.push_back(*id);
     } else if (auto name = item.value_exact<std::string>(); name && !name->empty()) {
       auto id = uids ? ResolveUser(*name) : ResolveGroup(*name);
       if (!id.ok()) {
@@ -158,7 +159,7 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
     case HostKeyRule::kAbsolutePathOrStderr: {
       std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
       CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
-      bool ok = fs::path(value).is_absolute() || (key.rule == HostKeyRule::kAbsolutePathIfSet && value.empty()) ||
+      bool ok = IsAbsolutePath(value) || (key.rule == HostKeyRule::kAbsolutePathIfSet && value.empty()) ||
                 (key.rule == HostKeyRule::kAbsolutePathOrStderr && (value.empty() || value == "-"));
       if (!ok) return KeyError(source, *n, full, "must be an absolute path, not '" + value + "'");
       return Status::Ok();
@@ -167,8 +168,7 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
       std::vector<std::string>& value = c.*std::get<std::vector<std::string> HostConfig::*>(key.field);
       CSI_PROXY_RETURN_IF_ERROR(ReadStringArray(source, t, "host", name, value));
       for (const auto& dir : value) {
-        if (!fs::path(dir).is_absolute())
-          return KeyError(source, *n, full, "must hold absolute paths, not '" + dir + "'");
+        if (!IsAbsolutePath(dir)) return KeyError(source, *n, full, "must hold absolute paths, not '" + dir + "'");
       }
       return Status::Ok();
     }
@@ -188,6 +188,15 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
         return KeyError(source, *n, full, "must be text or json, not '" + value + "'");
       return Status::Ok();
     }
+    case HostKeyRule::kAuditOverflow: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (value != "drop" && value != "refuse")
+        return KeyError(source, *n, full, "must be drop or refuse, not '" + value + "'");
+      return Status::Ok();
+    }
+    case HostKeyRule::kBool:
+      return ReadBool(source, t, "host", name, c.*std::get<bool HostConfig::*>(key.field));
     case HostKeyRule::kInteger:
       return ReadInt(source, t, "host", name, key.min, key.max, c.*std::get<int HostConfig::*>(key.field));
     case HostKeyRule::kSeconds: {
@@ -230,7 +239,7 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
     }
     case HostKeyRule::kIdList:
       return ReadIdArray(source, t, "host", name,
-                         c.access.*std::get<std::optional<std::vector<uint32_t>> AccessLists::*>(key.field));
+                         c.access.*std::get<std::optional<std::vector<AccountId>> AccessLists::*>(key.field));
     case HostKeyRule::kMetricsAddress: {
       std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
       CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
@@ -238,6 +247,14 @@ Status ReadHostKey(const std::string& source, const toml::table& t, const HostKe
         return KeyError(source, *n, full,
                         "must be IP:PORT (\"127.0.0.1:9180\", \"[::1]:9180\"), not '" + value +
                             "' (no host names; no Unix socket: Debian's civetweb is built without them)");
+      }
+      return Status::Ok();
+    }
+    case HostKeyRule::kSecurityDescriptor: {
+      std::string& value = c.*std::get<std::string HostConfig::*>(key.field);
+      CSI_PROXY_RETURN_IF_ERROR(ReadString(source, t, "host", name, value));
+      if (Status valid = CheckSecurityDescriptor(value); !valid.ok()) {
+        return KeyError(source, *n, full, "must be a security descriptor in SDDL: " + valid.message());
       }
       return Status::Ok();
     }
@@ -250,6 +267,11 @@ Status ParseHostTable(const std::string& source, const toml::table& t, HostConfi
   for (const auto& [key, node] : t) {
     const std::string_view name = key.str();
     if (std::none_of(keys.begin(), keys.end(), [name](const HostKey& k) { return k.name == name; })) {
+      if (const HostKey* other = OtherSystemHostKey(name)) {
+        return KeyError(source, node, "host." + std::string(name),
+                        std::string("has a meaning on ") +
+                            (other->system == HostKeySystem::kWindows ? "Windows" : "Linux") + " only");
+      }
       return KeyError(source, node, "host." + std::string(name), "is not a known key");
     }
   }
@@ -383,16 +405,9 @@ StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& sourc
 }
 
 StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir) {
-  // Close-on-exec: a reload reads the file while group libraries may be starting programs.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound("cannot read configuration file " + path + ": " + std::strerror(errno));
-  std::string text;
-  char buf[8192];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
+  // The text parsed is read from the file the checks opened, so a path swapped after them is never read.
+  CSI_PROXY_ASSIGN_OR_RETURN(TrustedFile file, OpenTrustedFile(path, "the configuration file"));
+  CSI_PROXY_ASSIGN_OR_RETURN(std::string text, file.ReadAll(kMaxConfigBytes));
   return ParseConfig(text, path, executable_dir);
 }
 

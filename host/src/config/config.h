@@ -43,9 +43,12 @@ struct HostConfig {
   std::string log_level = "info";
   std::string log_format = "text";  // "text" or "json" (JSON lines), for the log and the audit log
   std::string audit_log;            // an absolute file path, "-" (standard error) or empty (no audit log)
-  int workers = 16;                 // the default budget of each group (see GroupConfig::workers)
+  // When the audit log's queue is full: "drop" loses (and counts) lines, "refuse" refuses mutating calls.
+  std::string audit_log_overflow = "drop";
+  int workers = 16;  // the default budget of each group (see GroupConfig::workers)
   uint32_t socket_mode = 0660;
   std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
+  std::string pipe_sddl = DefaultPipeSecurity();  // Windows: the endpoint pipes' security descriptor
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
   // How long loading a group's library and its init may take, at a start or a reload.
   std::chrono::seconds load_timeout{30};
@@ -65,14 +68,22 @@ struct HostConfig {
   int max_streams = 4000;
   int max_health_watches = 1000;
   std::chrono::seconds request_timeout{10};
-  AccessLists access;               // who may call every group's methods, unless its table says otherwise
+  AccessLists access;  // who may call every group's methods, unless its table says otherwise
+  // Check every call against the process that connected (SO_PEERPIDFD): refused once it has exited or changed
+  // its credentials, as when its socket was passed to or inherited by another process.
+  bool check_caller_process = false;
   std::string metrics_address;      // IP:PORT of the Prometheus listener; empty: no metrics
   std::vector<GroupConfig> groups;  // sorted by name
+  // Not a key: the groups are loaded for --check-config, and told so (CSI_PROXY_INIT_CHECK_ONLY) so that they
+  // change nothing beside a host that may serve this configuration.
+  bool check_only = false;
 };
 
-// Reads and validates a configuration file. `executable_dir` anchors the default plugin_dir.
-// Errors name the file, the key and the line.
+// Reads and validates a configuration file, opened and read through the trusted-file checks
+// (config/trusted_files.h). `executable_dir` anchors the default plugin_dir. Errors name the file, the key and
+// the line.
 StatusOr<HostConfig> LoadConfig(const std::string& path, const std::string& executable_dir);
+inline constexpr size_t kMaxConfigBytes = 4 * 1024 * 1024;
 
 // The same, from text (tests and --check-config use it); `source_name` appears in error messages.
 StatusOr<HostConfig> ParseConfig(std::string_view text, const std::string& source_name,

@@ -8,6 +8,10 @@ namespace csi_proxy::host {
 
 namespace fs = std::filesystem;
 
+OperatingSystem ThisSystem() { return OperatingSystem::kLinux; }
+
+bool IsAbsolutePath(const std::string& path) { return fs::path(path).is_absolute(); }
+
 std::string ExecutableDirectory() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -35,6 +39,10 @@ std::string DefaultAdminSocket(const std::string& endpoint_dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return dir + "-admin.sock";
 }
+
+std::string EndpointPath(const std::string& endpoint_dir, const std::string& name) { return endpoint_dir + "/" + name; }
+
+std::string DefaultPipeSecurity() { return ""; }  // no pipes on Linux: pipe_sddl is a Windows key
 
 std::string GroupLibraryFileName(const std::string& name) { return "libcsi-proxy-" + name + ".so"; }
 

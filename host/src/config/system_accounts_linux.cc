@@ -9,7 +9,7 @@
 
 namespace csi_proxy::host {
 
-StatusOr<uint32_t> ResolveUser(const std::string& name) {
+StatusOr<AccountId> ResolveUser(const std::string& name) {
   std::vector<char> buf(16384);
   passwd pw{};
   passwd* found = nullptr;
@@ -18,7 +18,7 @@ StatusOr<uint32_t> ResolveUser(const std::string& name) {
   return found->pw_uid;
 }
 
-StatusOr<uint32_t> ResolveGroup(const std::string& name_or_gid) {
+StatusOr<AccountId> ResolveGroup(const std::string& name_or_gid) {
   if (!name_or_gid.empty() && name_or_gid.find_first_not_of("0123456789") == std::string::npos) {
     // (gid_t)-1 means "no change" to chown, so the largest valid gid is one less.
     uint64_t gid = 0;
@@ -34,6 +34,16 @@ StatusOr<uint32_t> ResolveGroup(const std::string& name_or_gid) {
   int rc = getgrnam_r(name_or_gid.c_str(), &gr, buf.data(), buf.size(), &found);
   if (rc != 0 || found == nullptr) return NotFound("'" + name_or_gid + "' is not a known group");
   return static_cast<uint32_t>(found->gr_gid);
+}
+
+Status CheckSecurityDescriptor(const std::string&) {
+  return InvalidArgument("security descriptors describe Windows objects; Unix sockets have socket_mode");
+}
+
+StatusOr<AccountId> AccountFromNumber(int64_t number) {
+  // (uid_t)-1 is "no id" to the kernel, so the largest id is one less.
+  if (number < 0 || number >= int64_t{UINT32_MAX}) return InvalidArgument("not an id from 0 to 4294967294");
+  return static_cast<uint32_t>(number);
 }
 
 }  // namespace csi_proxy::host

@@ -1,11 +1,15 @@
 // See log_setup.h.
 #include "observe/log_setup.h"
 
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <exception>
+#include <memory>
+#include <vector>
 
 #include "observe/audit_log.h"
 
@@ -42,8 +46,22 @@ class JsonFormatter final : public spdlog::formatter {
 
 }  // namespace
 
-void SetUpLogging(const std::string& level, const std::string& format) {
-  auto logger = spdlog::stderr_color_mt("csi-proxy");
+Status SetUpLogging(const std::string& level, const std::string& format, const std::string& file, size_t file_max_bytes,
+                    bool to_stderr) {
+  std::vector<spdlog::sink_ptr> sinks;
+  if (to_stderr || file.empty()) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  if (!file.empty()) {
+    try {
+      if (file_max_bytes > 0) {
+        sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(file, file_max_bytes, 1));
+      } else {
+        sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file));
+      }
+    } catch (const spdlog::spdlog_ex& e) {
+      return FailedPrecondition("cannot open the log file " + file + ": " + e.what());
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("csi-proxy", sinks.begin(), sinks.end());
   if (format == "json") {
     logger->set_formatter(std::make_unique<JsonFormatter>());
   } else {
@@ -52,6 +70,7 @@ void SetUpLogging(const std::string& level, const std::string& format) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
   spdlog::flush_on(spdlog::level::trace);
+  return Status::Ok();
 }
 
 void LogFatalErrorsOnTerminate() {

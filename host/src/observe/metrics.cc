@@ -13,7 +13,9 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace csi_proxy::host {
 namespace {
@@ -261,6 +263,56 @@ class GroupCollector final : public prometheus::Collectable {
   std::map<std::string, uint64_t> retired_refused_;  // by group name
 };
 
+// The audit log's counters, read at each scrape.
+class AuditCollector final : public prometheus::Collectable {
+ public:
+  explicit AuditCollector(std::shared_ptr<const AuditLog> audit) : audit_(std::move(audit)) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    const AuditLog::Stats s = audit_->stats();
+    auto one = [](const char* name, const char* help, MetricType type, double value,
+                  std::vector<ClientMetric::Label> labels = {}) {
+      return MetricFamily{name, help, type, {Sample(std::move(labels), value, type)}};
+    };
+    MetricFamily lost = one("csi_proxy_audit_lines_lost_total",
+                            "Audit lines lost: not queued because the queue was full (queue_full), or not taken by "
+                            "the file or pipe (write_failed)",
+                            MetricType::Counter, static_cast<double>(s.lost_queue_full), {{"reason", "queue_full"}});
+    lost.metric.push_back(
+        Sample({{"reason", "write_failed"}}, static_cast<double>(s.lost_write_failed), MetricType::Counter));
+    return {one("csi_proxy_audit_lines_written_total", "Audit lines written", MetricType::Counter,
+                static_cast<double>(s.written)),
+            std::move(lost),
+            one("csi_proxy_audit_refusal_lines_not_written_total",
+                "Refusal lines over a caller's budget (counted in the caller's next line)", MetricType::Counter,
+                static_cast<double>(s.refusals_not_written)),
+            one("csi_proxy_audit_lines_truncated_total", "Audit lines with a field cut to its bound",
+                MetricType::Counter, static_cast<double>(s.truncated)),
+            one("csi_proxy_audit_calls_refused_total",
+                "Mutating calls refused because their audit line could not be kept (audit_log_overflow = refuse)",
+                MetricType::Counter, static_cast<double>(s.calls_refused)),
+            one("csi_proxy_audit_queue_bytes", "Audit lines queued and not written yet, in bytes", MetricType::Gauge,
+                static_cast<double>(s.queued_bytes))};
+  }
+
+ private:
+  std::shared_ptr<const AuditLog> audit_;
+};
+
+namespace {
+
+// civetweb's options (through prometheus-cpp's Exposer): it serves a connection on one of its worker threads from
+// accept to close, so a client that connects and sends nothing holds a worker until request_timeout_ms. Bounded
+// that way, idle or slow connections delay a scrape by seconds, never for good: a few workers, a short queue
+// of accepted connections waiting for one, no keep-alive, and every request's time bounded.
+std::vector<std::string> ExposerOptions(const std::string& address) {
+  return {"listening_ports",   address, "num_threads",        std::to_string(Metrics::kWorkers),
+          "connection_queue",  "16",    "request_timeout_ms", std::to_string(Metrics::kRequestTimeout.count()),
+          "enable_keep_alive", "no"};
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address) {
   std::unique_ptr<Metrics> m(new Metrics());
   m->registry_ = std::make_shared<prometheus::Registry>();
@@ -309,7 +361,7 @@ StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& address) {
   m->families_ = std::move(f);
   m->groups_ = std::make_shared<GroupCollector>();
   try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
+    m->exposer_ = std::make_unique<prometheus::Exposer>(ExposerOptions(address));
   } catch (const std::exception& e) {
     return Unavailable("cannot serve metrics on " + address + ": " + e.what());
   }
@@ -325,6 +377,11 @@ std::shared_ptr<CallObserver> Metrics::ObserverFor(const Endpoint& endpoint) con
 }
 
 void Metrics::Track(const std::shared_ptr<GroupRuntime>& runtime) { groups_->Track(runtime); }
+
+void Metrics::TrackAudit(std::shared_ptr<const AuditLog> audit) {
+  audit_ = std::make_shared<AuditCollector>(std::move(audit));
+  exposer_->RegisterCollectable(audit_);
+}
 void Metrics::Retire(const GroupRuntime& runtime) { groups_->Retire(runtime); }
 
 void Metrics::CountReload(const std::string& result) { families_->reloads->Add({{"result", result}}).Increment(); }

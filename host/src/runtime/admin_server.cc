@@ -136,7 +136,7 @@ AdminServer::AdminServer(HostRuntime& runtime, std::string config_path, std::fun
 AdminServer::~AdminServer() { Stop(); }
 
 Status AdminServer::Start(const std::string& socket_path) {
-  CSI_PROXY_ASSIGN_OR_RETURN(socket_, ListeningSocket::Listen(socket_path, SocketAccess{0600, std::nullopt}));
+  CSI_PROXY_ASSIGN_OR_RETURN(socket_, ListeningSocket::Listen(socket_path, AdminSocketAccess()));
   grpc::ServerBuilder builder;
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();

@@ -1,5 +1,6 @@
-// The admin socket: a root-only Unix socket ([host] admin_socket) serving the host's own Admin service (reload,
-// status), for csi-proxyctl and for administrators' tools. Never one of the endpoints that drivers reach.
+// The admin socket: a root-only Unix socket ([host] admin_socket; on Windows a pipe only SYSTEM and Administrators
+// may open) serving the host's own Admin service (reload, status), for csi-proxyctl and for administrators' tools.
+// Never one of the endpoints that drivers reach.
 #pragma once
 
 #include <grpcpp/server.h>
@@ -21,7 +22,8 @@ class AdminServer {
   AdminServer(HostRuntime& runtime, std::string config_path, std::function<ReloadReport()> reload);
   ~AdminServer();
 
-  // Serves on `socket_path` with mode 0600. A live socket of another host is refused; a stale one is replaced.
+  // Serves on `socket_path` with mode 0600 (AdminSocketAccess). A live socket of another host is refused; a stale one
+  // is replaced.
   Status Start(const std::string& socket_path);
   void Stop();
 

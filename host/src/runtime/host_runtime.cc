@@ -8,8 +8,8 @@
 #include <set>
 #include <thread>
 
+#include "abi/peer_process.h"
 #include "config/host_keys.h"
-#include "config/system_accounts.h"
 #include "config/trusted_files.h"
 #include "observe/metrics.h"
 #include "runtime/reload_plan.h"
@@ -40,6 +40,7 @@ ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
                                                             : std::max<size_t>(1, limits.max_total / 8);
   limits.max_unlisted = std::min(limits.max_unlisted, limits.max_total);
   limits.handshake_timeout = config.handshake_timeout;
+  limits.pin_peer_process = config.check_caller_process;
   return limits;
 }
 
@@ -51,6 +52,12 @@ StreamLimits StreamLimitsOf(const HostConfig& config) {
   limits.health_watches = static_cast<uint32_t>(config.max_health_watches);
   limits.request_timeout = config.request_timeout;
   return limits;
+}
+
+// check_caller_process asks for a check the kernel must support: refused, not quietly skipped, where it cannot.
+Status CallerProcessCheckSupported(const HostConfig& config) {
+  if (!config.check_caller_process || PeerProcess::Supported()) return Status::Ok();
+  return FailedPrecondition("check_caller_process needs SO_PEERPIDFD (Linux 6.5 or later), which this kernel lacks");
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -70,14 +77,17 @@ std::string ReloadReport::Summary() const {
   return s;
 }
 
-Status CheckEndpointDirectory(const HostConfig& config) {
-  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.endpoint_dir, "endpoint_dir"));
-  std::error_code ec;
-  if (std::filesystem::is_directory(config.endpoint_dir, ec)) return Status::Ok();
-  std::filesystem::path parent = std::filesystem::path(config.endpoint_dir).parent_path();
-  if (!std::filesystem::is_directory(parent, ec)) {
-    return FailedPrecondition("endpoint_dir " + config.endpoint_dir + " cannot be created: " + parent.string() +
-                              " does not exist");
+Status CheckHostDirectories(const HostConfig& config) {
+  // endpoint_dir is the system's: a trusted directory that exists or can be created on Linux, the pipe namespace
+  // on Windows (serving/endpoint_socket.h).
+  CSI_PROXY_RETURN_IF_ERROR(CheckEndpointDirectory(config));
+  // Whoever can write where the admin socket or the state lies can put their own in its place.
+  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(std::filesystem::path(config.admin_socket).parent_path().string(),
+                                                  "the directory of admin_socket"));
+  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.state_dir, "state_dir"));
+  if (!config.audit_log.empty() && config.audit_log != "-") {
+    CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(std::filesystem::path(config.audit_log).parent_path().string(),
+                                                    "the directory of audit_log"));
   }
   return Status::Ok();
 }
@@ -96,7 +106,7 @@ std::vector<std::string> PathWarnings(const HostConfig& config) {
 }
 
 Status ClaimHost(const HostConfig& config) {
-  CSI_PROXY_RETURN_IF_ERROR(CheckEndpointDirectory(config));
+  CSI_PROXY_RETURN_IF_ERROR(CheckHostDirectories(config));
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(config.endpoint_dir, ec)) {
     if (entry.path().filename().string().rfind("csi-proxy-", 0) == 0) {
@@ -104,7 +114,9 @@ Status ClaimHost(const HostConfig& config) {
     }
   }
   CSI_PROXY_RETURN_IF_ERROR(RequireNotServed(config.admin_socket));
-  return LockDirectory(config.state_dir);
+  CSI_PROXY_RETURN_IF_ERROR(LockDirectory(config.state_dir));
+  // Again, now that the lock created what was missing of it.
+  return CheckTrustedDirectory(config.state_dir, "state_dir");
 }
 
 HostRuntime::~HostRuntime() { Shutdown(); }
@@ -157,7 +169,7 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
     auto server =
-        std::make_unique<EndpointServer>(config_.endpoint_dir + "/" + name, BindingOf(endpoint, runtime), streams_);
+        std::make_unique<EndpointServer>(EndpointPath(config_.endpoint_dir, name), BindingOf(endpoint, runtime), streams_);
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
     failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
@@ -253,7 +265,9 @@ HostRuntime::LoadedGroups HostRuntime::LoadGroups(const HostConfig& config, bool
 
 StartCheck HostRuntime::CheckStart(const HostConfig& config) {
   const std::atomic<bool> never{false};
-  LoadedGroups loaded = LoadGroups(config, /*keep_going=*/true, never);
+  HostConfig checked = config;
+  checked.check_only = true;  // the groups' inits must leave a running host's state alone
+  LoadedGroups loaded = LoadGroups(checked, /*keep_going=*/true, never);
   StartCheck check;
   for (const auto& [name, runtime] : loaded.groups) {
     for (const auto& [endpoint_name, endpoint] : runtime->endpoints()) check.endpoints[endpoint_name] = endpoint;
@@ -261,8 +275,16 @@ StartCheck HostRuntime::CheckStart(const HostConfig& config) {
   check.skipped = std::move(loaded.skipped);
   check.refused = std::move(loaded.refused);
   if (check.endpoints.empty()) check.refused.push_back("nothing would be served");
-  if (Status dir = CheckEndpointDirectory(config); !dir.ok()) check.refused.push_back(dir.message());
+  if (Status dirs = CheckHostDirectories(config); !dirs.ok()) check.refused.push_back(dirs.message());
+  if (Status pinning = CallerProcessCheckSupported(config); !pinning.ok()) check.refused.push_back(pinning.message());
   check.warnings = PathWarnings(config);
+  if (std::error_code ec; !config.audit_log.empty() && config.audit_log != "-" &&
+                          !std::filesystem::is_directory(std::filesystem::path(config.audit_log).parent_path(), ec)) {
+    check.warnings.push_back("the directory of audit_log, " +
+                             std::filesystem::path(config.audit_log).parent_path().string() +
+                             ", does not exist (yet): a start cannot open the audit log until it does (the systemd "
+                             "unit's LogsDirectory= creates /var/log/csi-proxy)");
+  }
   // Shut the libraries down as a shutdown does: in the reverse of the order they were loaded in.
   std::vector<std::shared_ptr<GroupRuntime>> all;
   for (auto it = loaded.groups.rbegin(); it != loaded.groups.rend(); ++it) all.push_back(it->second);
@@ -274,18 +296,15 @@ StartCheck HostRuntime::CheckStart(const HostConfig& config) {
 Status HostRuntime::Start(const HostConfig& config) {
   std::lock_guard lock(mu_);
   config_ = config;
-  socket_access_.mode = config.socket_mode;
-  if (!config.socket_group.empty()) {
-    auto gid = ResolveGroup(config.socket_group);
-    if (!gid.ok()) return gid.status().WithContext("socket_group");
-    socket_access_.group = *gid;
-  }
-  CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config.audit_log, config.log_format == "json"));
+  CSI_PROXY_ASSIGN_OR_RETURN(socket_access_, SocketAccessOf(config));
+  CSI_PROXY_RETURN_IF_ERROR(CallerProcessCheckSupported(config));
+  CSI_PROXY_RETURN_IF_ERROR(audit_->Open(config));
   call_observers_.push_back(audit_);
   if (!config.metrics_address.empty()) {
     auto metrics = Metrics::Start(config.metrics_address);
     if (!metrics.ok()) return metrics.status();
     metrics_ = std::move(*metrics);
+    metrics_->TrackAudit(audit_);
     spdlog::info("metrics on http://{}/metrics", config.metrics_address);
   }
   shutdown_timeout_ms_.store(config.shutdown_timeout.count());
@@ -342,14 +361,15 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   for (const std::string& key : plan.host_keys_now) {
     if (key == "log_level") spdlog::set_level(spdlog::level::from_str(next.log_level));
   }
-  Status audit = audit_->Open(next.audit_log, next.log_format == "json");
+  Status audit = audit_->Open(next);
   if (!audit.ok()) {
     report.refused.push_back(audit.message() + " (the audit log stays as it was)");
     next.audit_log = config_.audit_log;
+    next.audit_log_overflow = config_.audit_log_overflow;
   }
   for (const HostKey& key : HostKeys()) {
     if (std::find(plan.host_keys_now.begin(), plan.host_keys_now.end(), key.name) == plan.host_keys_now.end()) continue;
-    if (key.name == "audit_log" && !audit.ok()) continue;
+    if ((key.name == "audit_log" || key.name == "audit_log_overflow") && !audit.ok()) continue;
     report.applied.push_back(std::string(key.name) + " " + HostKeyValueText(key, next));
   }
 
@@ -499,7 +519,11 @@ std::vector<std::string> HostRuntime::Shutdown() {
   for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) all.push_back(it->second);
   groups_.clear();
   Publish();
-  return StopAll(all, steady_deadline);
+  std::vector<std::string> still_running = StopAll(all, steady_deadline);
+  // The lines of the calls just answered are written before the host exits; a sink that takes nothing holds the
+  // exit two seconds at most (what it did not take is counted lost).
+  audit_->Close(std::chrono::seconds(2));
+  return still_running;
 }
 
 void HostRuntime::PublishCallerLists() {

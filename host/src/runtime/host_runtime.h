@@ -28,9 +28,10 @@ namespace csi_proxy::host {
 // for the life of the process), before any group's init runs: a group may clean its state up at init.
 Status ClaimHost(const HostConfig& config);
 
-// endpoint_dir is a trusted directory, or can be created (its parent exists). A start checks it; so does
-// --check-config.
-Status CheckEndpointDirectory(const HostConfig& config);
+// endpoint_dir, the admin socket's directory, state_dir and the audit log's directory are trusted directories
+// (config/trusted_files.h), as far as they exist, and endpoint_dir can be created (its parent exists). A start
+// checks them; so does --check-config.
+Status CheckHostDirectories(const HostConfig& config);
 
 // kubelet_path or a working dir that does not exist (yet): the groups that take paths refuse them until it does.
 std::vector<std::string> PathWarnings(const HostConfig& config);

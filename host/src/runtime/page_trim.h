@@ -16,7 +16,8 @@ namespace csi_proxy::host {
 
 // Unmaps (MADV_DONTNEED) the resident pages of every private, read-only mapping of a regular file in this process
 // that holds no page of its own: code and read-only data, never a section the loader relocated (those hold
-// anonymous copies, which DONTNEED would discard). Returns the KiB of resident memory it released.
+// anonymous copies, which DONTNEED would discard). Returns the KiB of resident memory it released. On Windows
+// (page_trim_windows.cc) the whole working set is trimmed instead.
 size_t ReleaseFilePages();
 
 // Gives the allocator's free memory back to the system: what a burst of streams or calls left free in the heap

@@ -121,7 +121,16 @@ sigset_t RequestSignals() {
 
 }  // namespace
 
-void PrepareProcess() {
+// Linux has no command-line flags beyond main's, and nothing to run but the host.
+StatusOr<bool> TakeSystemFlag(const std::vector<std::string>&, size_t&, SystemFlags&) { return false; }
+
+std::string SystemFlagsUsage() { return ""; }
+
+void ApplySystemFlags(const SystemFlags&, HostConfig&) {}
+
+std::optional<int> RunSystemCommand(const SystemFlags&) { return std::nullopt; }
+
+Status PrepareProcess(const SystemFlags&) {
   sigset_t signals = RequestSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
@@ -138,6 +147,7 @@ void PrepareProcess() {
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
+  return Status::Ok();
 }
 
 ServiceRequest WaitForRequest() {
@@ -159,5 +169,7 @@ void NotifyReloading() {
 }
 
 void NotifyStopping() { sd_notify(0, "STOPPING=1"); }
+
+void NotifyExiting(int, const std::string&) {}
 
 }  // namespace csi_proxy::host

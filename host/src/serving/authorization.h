@@ -1,5 +1,6 @@
 // Who may call a group's methods: the caller's uid, primary gid and supplementary gids (recorded per connection
-// from SO_PEERCRED and SO_PEERGROUPS) against the group's allowed_* and read_only_* lists. The router checks
+// from SO_PEERCRED and SO_PEERGROUPS; on Windows its token's user and group SIDs) against the group's allowed_*
+// and read_only_* lists. The router checks
 // every call after the method lookup and before dispatch; a refused call never reaches the library.
 #pragma once
 
@@ -47,7 +48,7 @@ class Authorization {
 // Whether two bindings would answer every call alike (both null counts as alike).
 bool SameAuthorization(const std::shared_ptr<const Authorization>& a, const std::shared_ptr<const Authorization>& b);
 
-// Logs a refusal at warn level, at most once per uid every ten seconds (with the count of those not logged), so a
+// Logs a refusal at warn level, at most once per caller every ten seconds (with the count of those not logged), so a
 // caller that keeps trying cannot flood the log.
 void LogRefusal(const PeerCredentials& peer, const std::string& why);
 

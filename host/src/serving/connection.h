@@ -11,11 +11,11 @@
 namespace csi_proxy::host {
 
 struct Connection {
-  intptr_t handle = -1;  // the connected socket's fd on Linux
+  intptr_t handle = -1;  // the connected socket's fd on Linux, its SOCKET on Windows
 };
 
 // The name gRPC gives the calls of `conn` as their peer (ServerContext::peer()), by which the router finds who
-// connected: "fd:<n>" on Linux.
+// connected: "fd:<n>" on Linux, "socket:<n>" on Windows.
 std::string GrpcPeerName(Connection conn);
 
 // Hands `conn` to `server`, which owns it from then on.

@@ -11,7 +11,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <vector>
+
+#include "config/system_accounts.h"
+#include "config/trusted_files.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -76,6 +80,19 @@ StatusOr<int> ListenUnixSocket(const std::string& path, uint32_t mode, gid_t gro
 
 }  // namespace
 
+StatusOr<SocketAccess> SocketAccessOf(const HostConfig& config) {
+  SocketAccess access;
+  access.mode = config.socket_mode;
+  if (!config.socket_group.empty()) {
+    auto gid = ResolveGroup(config.socket_group);
+    if (!gid.ok()) return gid.status().WithContext("socket_group");
+    access.group = *gid;
+  }
+  return access;
+}
+
+SocketAccess AdminSocketAccess() { return SocketAccess{0600, std::nullopt}; }
+
 Status RequireNotServed(const std::string& path) {
   sockaddr_un addr;
   struct stat st;
@@ -115,6 +132,18 @@ void ListeningSocket::Close() {
   close(static_cast<int>(handle_));
   unlink(path_.c_str());
   handle_ = -1;
+}
+
+Status CheckEndpointDirectory(const HostConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(CheckTrustedDirectory(config.endpoint_dir, "endpoint_dir"));
+  std::error_code ec;
+  if (std::filesystem::is_directory(config.endpoint_dir, ec)) return Status::Ok();
+  std::filesystem::path parent = std::filesystem::path(config.endpoint_dir).parent_path();
+  if (!std::filesystem::is_directory(parent, ec)) {
+    return FailedPrecondition("endpoint_dir " + config.endpoint_dir + " cannot be created: " + parent.string() +
+                              " does not exist");
+  }
+  return Status::Ok();
 }
 
 Status CreateEndpointDirectory(const std::string& dir) {

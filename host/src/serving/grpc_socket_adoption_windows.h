@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "config/win32_windows.h"
 #include "csi_proxy/status.hpp"
-#include "win32_windows.h"
 
 namespace csi_proxy::host {
 

@@ -22,6 +22,8 @@ void IoPort::Stop() {
 }
 
 Status IoPort::Associate(HANDLE handle) {
+  // Without a port, CreateIoCompletionPort would make a new one that nobody waits on.
+  if (!port_.valid()) return FailedPrecondition("the I/O completion port is not started");
   if (CreateIoCompletionPort(handle, port_.get(), 0, 0) == nullptr) {
     return Internal("CreateIoCompletionPort (associate): " + ErrorText(GetLastError()));
   }

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "config/win32_windows.h"
 #include "csi_proxy/status.hpp"
-#include "win32_windows.h"
 
 namespace csi_proxy::host {
 

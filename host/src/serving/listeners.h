@@ -30,6 +30,8 @@ struct ConnectionLimits {
   // A new connection is handed on only once the 24-byte HTTP/2 client preface has arrived; one that has not sent
   // it within this time (gRPC sets no deadline on a socket it adopts) is closed. Zero hands connections on at once.
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
+  // Pin each admitted connection's process (PeerCredentials::process), for [host] check_caller_process.
+  bool pin_peer_process = false;
 };
 
 // How many connections the process can keep open, at most `wanted`: on Linux the open-file limit, less what the

@@ -2,6 +2,8 @@
 // HTTP/2 preface before it is handed on.
 #include "serving/listeners.h"
 
+#include "abi/peer_process.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -222,6 +224,7 @@ void AcceptLoop::Impl::AcceptAll(int listen_fd, const Listener& listener) {
       close(conn);
       continue;
     }
+    if (limits_.pin_peer_process) peer.process = PeerProcess::Of(conn);
     if (limits_.handshake_timeout.count() > 0) {
       Hold(conn, listen_fd, listener.id, peer);
     } else {

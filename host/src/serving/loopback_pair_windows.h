@@ -8,8 +8,8 @@
 // process connected (the same address and port on both sides), otherwise the pair is made again.
 #pragma once
 
+#include "config/win32_windows.h"
 #include "csi_proxy/status.hpp"
-#include "win32_windows.h"
 
 namespace csi_proxy::host {
 

@@ -9,10 +9,8 @@ namespace csi_proxy::host {
 
 std::wstring PipePath(const std::string& name) { return L"\\\\.\\pipe\\" + Widen(name); }
 
-StatusOr<std::unique_ptr<NamedPipeListener>> NamedPipeListener::Open(IoPort& port, PipeEndpointOptions options,
-                                                                     OnConnection on_connection) {
-  std::unique_ptr<NamedPipeListener> listener(
-      new NamedPipeListener(port, std::move(options), std::move(on_connection)));
+StatusOr<std::unique_ptr<NamedPipeListener>> NamedPipeListener::Open(PipeEndpointOptions options) {
+  std::unique_ptr<NamedPipeListener> listener(new NamedPipeListener(std::move(options)));
   const std::string shown = "\\\\.\\pipe\\" + listener->options_.name;
   // The guard first: it is what tells a second csi-proxy apart where the pipe flag is not enforced.
   std::wstring guard_name = L"Global\\csi-proxy-pipe-" + Widen(listener->options_.name);
@@ -26,14 +24,30 @@ StatusOr<std::unique_ptr<NamedPipeListener>> NamedPipeListener::Open(IoPort& por
     return InvalidArgument("the pipe security descriptor '" + listener->options_.sddl +
                            "' is not valid SDDL: " + ErrorText(GetLastError()));
   }
-  CSI_PROXY_RETURN_IF_ERROR(listener->CreateInstance(true));
-  for (int i = 1; i < std::max(1, listener->options_.waiting_instances); ++i) {
-    CSI_PROXY_RETURN_IF_ERROR(listener->CreateInstance(false));
-  }
+  CSI_PROXY_ASSIGN_OR_RETURN(listener->first_, listener->CreatePipe(true));
   return listener;
 }
 
-Status NamedPipeListener::CreateInstance(bool first) {
+StatusOr<std::unique_ptr<NamedPipeListener>> NamedPipeListener::Open(IoPort& port, PipeEndpointOptions options,
+                                                                     OnConnection on_connection) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto listener, Open(std::move(options)));
+  CSI_PROXY_RETURN_IF_ERROR(listener->Start(port, std::move(on_connection)));
+  return listener;
+}
+
+Status NamedPipeListener::Start(IoPort& port, OnConnection on_connection) {
+  if (port_ != nullptr || !first_.valid()) return FailedPrecondition("the pipe listener has started already");
+  port_ = &port;
+  on_connection_ = std::move(on_connection);
+  CSI_PROXY_RETURN_IF_ERROR(Wait(std::move(first_)));
+  for (int i = 1; i < std::max(1, options_.waiting_instances); ++i) {
+    CSI_PROXY_ASSIGN_OR_RETURN(UniqueHandle pipe, CreatePipe(false));
+    CSI_PROXY_RETURN_IF_ERROR(Wait(std::move(pipe)));
+  }
+  return Status::Ok();
+}
+
+StatusOr<UniqueHandle> NamedPipeListener::CreatePipe(bool first) {
   SECURITY_ATTRIBUTES attributes{sizeof attributes, security_, FALSE};
   DWORD open_mode = PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED | (first ? FILE_FLAG_FIRST_PIPE_INSTANCE : 0);
   DWORD pipe_mode = PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS;
@@ -47,7 +61,11 @@ Status NamedPipeListener::CreateInstance(bool first) {
     }
     return Internal("CreateNamedPipe " + shown + ": " + ErrorText(error));
   }
-  CSI_PROXY_RETURN_IF_ERROR(port_.Associate(pipe.get()));
+  return pipe;
+}
+
+Status NamedPipeListener::Wait(UniqueHandle pipe) {
+  CSI_PROXY_RETURN_IF_ERROR(port_->Associate(pipe.get()));
   auto instance = std::make_unique<Instance>();
   instance->listener = this;
   instance->pipe = std::move(pipe);
@@ -64,7 +82,7 @@ Status NamedPipeListener::CreateInstance(bool first) {
   if (error == ERROR_IO_PENDING) return Status::Ok();
   if (error == ERROR_PIPE_CONNECTED) {
     // A client came between CreateNamedPipe and ConnectNamedPipe: nothing is queued, so hand it on from the port.
-    port_.Post(raw);
+    port_->Post(raw);
     return Status::Ok();
   }
   // The instance cannot wait; drop it (a client that hung up already: ERROR_NO_DATA) and make another.
@@ -87,9 +105,9 @@ void NamedPipeListener::Connected(Instance* instance, DWORD error) {
   if (!closing && error == 0) on_connection_(std::move(owned->pipe));
   owned.reset();
   if (!closing) {
-    // The replacement keeps as many instances waiting as before.
-    Status made = CreateInstance(false);
-    (void)made;  // a failure leaves one instance fewer waiting; the others still accept
+    // The replacement keeps as many instances waiting as before; a failure leaves one fewer waiting, and the
+    // others still accept.
+    if (auto pipe = CreatePipe(false); pipe.ok()) (void)Wait(std::move(*pipe));
   }
   std::lock_guard lock(mu_);
   if (!closing) {
@@ -99,7 +117,11 @@ void NamedPipeListener::Connected(Instance* instance, DWORD error) {
   if (instances_.empty()) idle_.notify_all();
 }
 
-NamedPipeListener::~NamedPipeListener() { Close(); }
+NamedPipeListener::~NamedPipeListener() {
+  Close();
+  first_.reset();
+  guard_.reset();
+}
 
 void NamedPipeListener::Close() {
   std::unique_lock lock(mu_);
@@ -115,7 +137,6 @@ void NamedPipeListener::Close() {
     LocalFree(security_);
     security_ = nullptr;
   }
-  guard_.reset();
 }
 
 }  // namespace csi_proxy::host

@@ -34,16 +34,22 @@ class NamedPipeListener {
   // Receives each connected pipe instance (its handle already belongs to the port), on a port thread.
   using OnConnection = std::function<void(UniqueHandle pipe)>;
 
-  // Creates the pipe and starts accepting. Fails with ALREADY_EXISTS when another process serves the name,
-  // INVALID_ARGUMENT for an SDDL that does not parse.
+  // Claims the name: creates the pipe's first instance (no client is accepted before Start). Fails with
+  // ALREADY_EXISTS when another process serves the name, INVALID_ARGUMENT for an SDDL that does not parse.
+  static StatusOr<std::unique_ptr<NamedPipeListener>> Open(PipeEndpointOptions options);
+  // Open, then Start.
   static StatusOr<std::unique_ptr<NamedPipeListener>> Open(IoPort& port, PipeEndpointOptions options,
                                                            OnConnection on_connection);
   ~NamedPipeListener();
   NamedPipeListener(const NamedPipeListener&) = delete;
   NamedPipeListener& operator=(const NamedPipeListener&) = delete;
 
+  // Starts accepting: clients are handed to `on_connection` on the port's threads. Once.
+  Status Start(IoPort& port, OnConnection on_connection);
+
   // Stops accepting: waiting instances are cancelled and closed, and once Close returns on_connection is not
-  // running and will not run again. Connections already handed on are not touched. Idempotent.
+  // running and will not run again. Connections already handed on are not touched. Idempotent; the named mutex
+  // (another csi-proxy cannot take the name) is held until the listener is destroyed.
   void Close();
 
   const std::string& name() const { return options_.name; }
@@ -55,15 +61,16 @@ class NamedPipeListener {
     UniqueHandle pipe;
     void Completed(DWORD, DWORD error) override { listener->Connected(this, error); }
   };
-  NamedPipeListener(IoPort& port, PipeEndpointOptions options, OnConnection on_connection)
-      : port_(port), options_(std::move(options)), on_connection_(std::move(on_connection)) {}
-  Status CreateInstance(bool first);
+  explicit NamedPipeListener(PipeEndpointOptions options) : options_(std::move(options)) {}
+  StatusOr<UniqueHandle> CreatePipe(bool first);
+  Status Wait(UniqueHandle pipe);  // makes `pipe` an instance waiting for a client
   void Connected(Instance* instance, DWORD error);
 
-  IoPort& port_;
   PipeEndpointOptions options_;
+  IoPort* port_ = nullptr;
   OnConnection on_connection_;
   UniqueHandle guard_;  // the named mutex that says this process serves the name
+  UniqueHandle first_;  // the first instance, from Open until Start
   PSECURITY_DESCRIPTOR security_ = nullptr;
   std::mutex mu_;
   std::condition_variable idle_;

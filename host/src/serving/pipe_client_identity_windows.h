@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "config/win32_windows.h"
 #include "csi_proxy/status.hpp"
-#include "win32_windows.h"
 
 namespace csi_proxy::host {
 
@@ -21,7 +21,9 @@ struct PipeClientIdentity {
 
 // Reads the identity of the client connected to `pipe`. `connected_at` (a FILETIME-style UTC tick count, as
 // GetSystemTimeAsFileTime gives) is when the connection was accepted: a process created after it is not the client.
-StatusOr<PipeClientIdentity> IdentifyPipeClient(HANDLE pipe, uint64_t connected_at);
+// With `pinned`, the client process's handle (SYNCHRONIZE and limited query rights) goes there: that process, not
+// a later one of the same id.
+StatusOr<PipeClientIdentity> IdentifyPipeClient(HANDLE pipe, uint64_t connected_at, UniqueHandle* pinned = nullptr);
 
 // The identity of this process (the tests compare it with what the server read).
 StatusOr<PipeClientIdentity> IdentifyProcess(HANDLE process);

@@ -39,6 +39,9 @@ StatusOr<std::shared_ptr<grpc::Channel>> DialPipe(const std::string& name, std::
     if (pipe.valid()) break;
     DWORD error = GetLastError();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (error == ERROR_ACCESS_DENIED) {
+      return PermissionDenied("cannot open \\\\.\\pipe\\" + name + ": " + ErrorText(error));
+    }
     if (error != ERROR_PIPE_BUSY || left.count() <= 0) {
       return Unavailable("cannot open \\\\.\\pipe\\" + name + ": " + ErrorText(error));
     }

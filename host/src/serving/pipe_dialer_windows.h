@@ -14,7 +14,8 @@
 
 namespace csi_proxy::host {
 
-// UNAVAILABLE when no server has the pipe, or every instance stayed busy for `timeout`. The channel does not
+// UNAVAILABLE when no server has the pipe, or every instance stayed busy for `timeout`; PERMISSION_DENIED when
+// the pipe's DACL keeps this process out. The channel does not
 // reconnect: once the pipe ends, its calls fail with UNAVAILABLE; dial again for a new connection.
 StatusOr<std::shared_ptr<grpc::Channel>> DialPipe(const std::string& name,
                                                   std::chrono::milliseconds timeout = std::chrono::seconds(10),

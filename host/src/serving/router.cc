@@ -161,7 +161,8 @@ class Call final : public grpc::ServerBidiReactor<Request, grpc::ByteBuffer>,
     return std::nullopt;
   }
 
-  // The request has been read whole: check its size and hand it over.
+  // The request has been read whole: check its size, ask the observers (a strict audit log refuses a call whose
+  // line it could not keep) and hand it over.
   void Begin() {
     started_ = std::chrono::steady_clock::now();
     const Endpoint& endpoint = *binding_->endpoint;
@@ -170,6 +171,9 @@ class Call final : public grpc::ServerBidiReactor<Request, grpc::ByteBuffer>,
                     "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
                         "' accepts at most " + std::to_string(binding_->max_request_bytes),
                     {});
+    }
+    for (const auto& o : binding_->observers) {
+      if (auto refused = o->Refuses(endpoint, *handler_)) return Answer(CSI_PROXY_STATUS_UNAVAILABLE, *refused, {});
     }
     Dispatch(endpoint);
   }

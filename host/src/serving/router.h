@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -47,6 +49,14 @@ class CallObserver {
   virtual ~CallObserver() = default;
   // A call arrived (its HEADERS frame) and the method was looked up (handler null when unknown).
   virtual void OnStarted(const Endpoint& endpoint, std::string_view method, const MethodHandler* handler) = 0;
+  // The host admitted the call (a known method, an allowed caller, a request within bounds) and is about to hand
+  // it to its group: a reason to refuse it instead (answered UNAVAILABLE: nothing ran, a retry may pass), or
+  // nullopt. The audit log's Overflow::kRefuse refuses a mutating call whose line it could not keep.
+  virtual std::optional<std::string> Refuses(const Endpoint& endpoint, const MethodHandler& handler) {
+    (void)endpoint;
+    (void)handler;
+    return std::nullopt;
+  }
   // The call was answered; exactly once per OnStarted.
   virtual void OnFinished(const CallEvent& event) = 0;
 };

@@ -24,7 +24,7 @@ void LogStreamRefusal(const PeerConnection& conn, const std::string& why) {
     last = now;
     before = std::exchange(unlogged, 0);
   }
-  spdlog::warn("refused a stream of uid {} (pid {}): {}{}", conn.creds.uid, conn.creds.pid, why,
+  spdlog::warn("refused a stream of {} (pid {}): {}{}", PeerText(conn.creds), conn.creds.pid, why,
                before == 0 ? "" : "; " + std::to_string(before) + " more stream refusals were not logged");
 }
 

@@ -42,7 +42,8 @@ StreamAccounts::~StreamAccounts() {
 std::shared_ptr<PeerConnection> StreamAccounts::Connect(PeerCredentials peer) {
   auto conn = std::make_shared<PeerConnection>(std::move(peer));
   std::lock_guard lock(uids_mu_);
-  std::weak_ptr<UidStreams>& slot = uids_[conn->creds.uid];
+  std::weak_ptr<UidStreams>& slot =
+      uids_[conn->creds.user_sid.empty() ? std::to_string(conn->creds.uid) : conn->creds.user_sid];
   conn->uid = slot.lock();
   if (!conn->uid) {
     conn->uid = std::make_shared<UidStreams>();
@@ -60,8 +61,7 @@ std::optional<std::string> StreamAccounts::Open(PeerConnection& conn, Kind kind,
   }
   if (conn.uid && !Take(conn.uid->open, limits_.per_uid)) {
     total_.fetch_sub(1, std::memory_order_relaxed);
-    return "uid " + std::to_string(conn.creds.uid) + " holds its maximum of " + std::to_string(limits_.per_uid) +
-           " streams";
+    return PeerText(conn.creds) + " holds its maximum of " + std::to_string(limits_.per_uid) + " streams";
   }
   if (!Take(conn.open, limits_.per_connection)) {
     if (conn.uid) conn.uid->open.fetch_sub(1, std::memory_order_relaxed);

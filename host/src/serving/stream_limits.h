@@ -121,7 +121,8 @@ class StreamAccounts {
   std::atomic<uint32_t> watches_{0};
   std::atomic<uint32_t> high_{0};  // the most streams open at once since the last burst ended
   std::mutex uids_mu_;
-  std::unordered_map<int64_t, std::weak_ptr<UidStreams>> uids_;  // guarded by uids_mu_
+  // By the caller's user: its uid, or on Windows its user SID.
+  std::unordered_map<std::string, std::weak_ptr<UidStreams>> uids_;  // guarded by uids_mu_
   Shard shards_[kShards];
 
   std::mutex reaper_mu_;

@@ -1,7 +1,7 @@
 // The OS interface of the filesystem group: acts on paths the service layer has already checked against the
-// allowed roots, in version-neutral types. The Linux implementation (filesystem_backend_linux.*) opens every path
-// through common::OpenParent / OpenFollowing (never by string), so a symlink inside a root cannot redirect it
-// outside.
+// allowed roots, in version-neutral types. Both implementations (filesystem_backend_linux.*,
+// filesystem_backend_windows.cc) open every path through common::OpenParent / OpenFollowing (never by string), so
+// a link inside a root (a symlink; on Windows also a junction or a volume mount point) cannot redirect it outside.
 #pragma once
 
 #include <memory>
@@ -16,7 +16,8 @@ namespace csi_proxy::filesystem {
 struct FilesystemOptions {
   // [host] state_dir: where the volume group records the mount points MountVolume made and the SMB group the
   // users of its mappings (plugins/common/volume_mounts_linux.h, smb_mapping_users_linux.h). Empty: neither is
-  // read, so a forced Rmdir unmounts nothing and releases no mapping.
+  // read, so a forced Rmdir unmounts nothing and releases no mapping. Not used on Windows, where a forced Rmdir
+  // removes every volume mount point it meets, as Windows does.
   std::string state_dir;
   sdk::LogSink log;
 };
@@ -57,8 +58,8 @@ class FilesystemBackend {
   virtual StatusOr<bool> IsSymlink(const common::ConfinedPath& path) = 0;
 };
 
-// The platform's backend (on Linux defined in filesystem_backend_linux.cc). `policy` is the one the service checks
-// paths with.
+// The platform's backend (defined in filesystem_backend_linux.cc or filesystem_backend_windows.cc). `policy` is the one
+// the service checks paths with.
 std::unique_ptr<FilesystemBackend> MakeFilesystemBackend(common::PathPolicy policy, FilesystemOptions options);
 
 }  // namespace csi_proxy::filesystem

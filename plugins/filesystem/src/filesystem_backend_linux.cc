@@ -16,6 +16,7 @@
 #include "confined_open_linux.h"
 #include "errno_linux.h"
 #include "mount_table_linux.h"
+#include "removal_problems.h"
 #include "smb_mapping_users_linux.h"
 #include "text.h"
 #include "unmount_linux.h"
@@ -33,42 +34,14 @@ using common::UniqueFd;
 
 // Deeper trees are not removed (each level holds one descriptor while the walk is inside it).
 constexpr int kMaxDepth = 512;
-// At most this many problems are spelled out in one error message; the rest are counted.
-constexpr size_t kMaxReported = 8;
 
 Status MountPointKept(const std::string& shown) {
   return FailedPrecondition("not removed: " + QuotePath(shown) + " is a mount point");
 }
 
-// What a removal walk could not remove, and why.
-class Problems {
- public:
-  void Add(Status status) {
-    ++count_;
-    if (shown_.size() < kMaxReported) shown_.push_back(std::move(status));
-  }
-  size_t count() const { return count_; }
-
-  // OK if nothing was kept; otherwise the first problem's code and every problem's message.
-  Status Summary() const {
-    if (count_ == 0) return Status::Ok();
-    std::string message;
-    for (const Status& s : shown_) {
-      if (!message.empty()) message += "; ";
-      message += s.message();
-    }
-    if (count_ > shown_.size()) message += "; and " + std::to_string(count_ - shown_.size()) + " more";
-    return Status(shown_.front().code(), message);
-  }
-
- private:
-  size_t count_ = 0;
-  std::vector<Status> shown_;
-};
-
 // A removal walk: what it could not remove, and how it treats the mount points it meets.
 struct Walk {
-  Problems problems;
+  RemovalProblems problems;
   const common::VolumeMounts* volume_mounts = nullptr;  // null: every mount point is kept
   const sdk::LogSink* log = nullptr;
 };
@@ -137,7 +110,7 @@ void RemoveChildren(int dirfd, const std::string& shown, int depth, Walk& walk);
 // Removes `name` in `dirfd` and, for a directory on the same mount, everything below it. `shown` is the
 // entry's full path for messages. Entries that change type while we look are looked at again.
 void RemoveNamed(int dirfd, const std::string& name, const std::string& shown, int depth, Walk& walk) {
-  Problems& problems = walk.problems;
+  RemovalProblems& problems = walk.problems;
   for (int attempt = 0; attempt < 4; ++attempt) {
     struct stat st;
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -178,7 +151,7 @@ void RemoveNamed(int dirfd, const std::string& name, const std::string& shown, i
 }
 
 void RemoveChildren(int dirfd, const std::string& shown, int depth, Walk& walk) {
-  Problems& problems = walk.problems;
+  RemovalProblems& problems = walk.problems;
   if (depth > kMaxDepth) {
     return problems.Add(FailedPrecondition("not removed: " + QuotePath(shown) + " is nested more than " +
                                            std::to_string(kMaxDepth) + " directories deep"));

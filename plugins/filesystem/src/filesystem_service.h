@@ -43,7 +43,7 @@ class FilesystemService {
  private:
   std::unique_ptr<FilesystemBackend> backend_;
   common::PathPolicy policy_;
-  common::KeyedMutex locks_;  // keyed by normalized path
+  common::KeyedMutex locks_;  // keyed by PathPolicy::SameObjectKey (the normalized path)
 };
 
 }  // namespace csi_proxy::filesystem

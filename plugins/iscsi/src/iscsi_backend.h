@@ -54,6 +54,8 @@ struct IscsiBackendOptions {
   std::chrono::milliseconds discovery_timeout{std::chrono::seconds(15)};
   std::chrono::milliseconds login_timeout{std::chrono::seconds(120)};
   LogSink log;
+  // A configuration check (sdk::Host::check_only): the state directory is read, never created or cleaned up.
+  bool check_only = false;
 };
 
 // The platform's backend (on Linux defined in iscsi_backend_linux.cc).

@@ -408,7 +408,8 @@ std::string DefaultInitiatorName(const std::string& initiator_name_file) {
 }
 
 StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOptions& options) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto store, IscsiStateStore::Open(options.state_dir, options.max_portals));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto store,
+                             IscsiStateStore::Open(options.state_dir, options.max_portals, options.check_only));
   std::string name = options.initiator_name;
   if (name.empty()) {
     name = DefaultInitiatorName(options.initiator_name_file);

@@ -60,6 +60,7 @@ class IscsiPlugin final : public sdk::Plugin {
  public:
   Status Init(sdk::Host& host) override {
     CSI_PROXY_ASSIGN_OR_RETURN(IscsiBackendOptions options, ReadKeys(host.config()));
+    options.check_only = host.check_only();
     CSI_PROXY_ASSIGN_OR_RETURN(auto backend, MakeIscsiBackend(options));
     service_ = std::make_unique<IscsiService>(std::move(backend), sdk::HostLogSink());
     AddApiVersions(host, *service_);

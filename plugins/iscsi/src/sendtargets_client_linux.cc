@@ -1,6 +1,8 @@
 // In-process iSCSI SendTargets discovery; see sendtargets_client_linux.h.
 #include "sendtargets_client_linux.h"
 
+#include "csi_proxy/call_scope.hpp"
+
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -105,10 +107,32 @@ std::vector<std::pair<std::string, std::string>> ParseKeyValues(const std::strin
   return out;
 }
 
+// How long one wait for the portal lasts before the deadline and the call's cancellation are looked at again.
+constexpr long long kWaitSliceMs = 100;
+
+// When an exchange must stop: its own deadline, or the call it is for cancelled (or past the call's deadline).
+struct Limits {
+  Clock::time_point deadline;
+  std::function<bool()> cancelled;
+
+  // DEADLINE_EXCEEDED when one of them is reached, naming which.
+  Status Check(const std::string& where) const {
+    if (cancelled && cancelled()) {
+      return DeadlineExceeded("the call was cancelled or reached its deadline while discovering iSCSI portal " + where);
+    }
+    if (Clock::now() >= deadline) return DeadlineExceeded("iSCSI portal " + where + " did not answer in time");
+    return Status::Ok();
+  }
+  int SliceMs() const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return static_cast<int>(std::max<long long>(0, std::min<long long>(left, kWaitSliceMs)));
+  }
+};
+
 class Connection {
  public:
-  Connection(int fd, Clock::time_point deadline, std::string where)
-      : fd_(fd), deadline_(deadline), where_(std::move(where)) {}
+  Connection(int fd, Limits limits, std::string where)
+      : fd_(fd), limits_(std::move(limits)), where_(std::move(where)) {}
   ~Connection() { close(fd_); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -156,10 +180,9 @@ class Connection {
  private:
   Status Wait(short events) {
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-      if (left <= 0) return DeadlineExceeded("iSCSI portal " + where_ + " did not answer in time");
+      CSI_PROXY_RETURN_IF_ERROR(limits_.Check(where_));
       pollfd pfd{fd_, events, 0};
-      int rc = poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+      int rc = poll(&pfd, 1, limits_.SliceMs());
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0) return Internal(std::string("poll: ") + std::strerror(errno));
       if (rc > 0) return Status::Ok();
@@ -182,13 +205,13 @@ class Connection {
   }
 
   int fd_;
-  Clock::time_point deadline_;
+  Limits limits_;
   std::string where_;
 };
 
 // Connects to the first address of the portal that accepts, within the deadline.
-StatusOr<std::unique_ptr<Connection>> Dial(const Portal& portal, Clock::time_point deadline,
-                                           std::string& peer_address) {
+StatusOr<std::unique_ptr<Connection>> Dial(const Portal& portal, const Limits& limits, std::string& peer_address) {
+  const Clock::time_point deadline = limits.deadline;
   std::string where = PortalToString(portal);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -210,13 +233,12 @@ StatusOr<std::unique_ptr<Connection>> Dial(const Portal& portal, Clock::time_poi
       err = errno;
       if (err == EINPROGRESS) {
         for (;;) {
-          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-          if (left <= 0) {
+          if (!limits.Check(where).ok()) {
             err = ETIMEDOUT;
             break;
           }
           pollfd pfd{fd, POLLOUT, 0};
-          int pr = poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+          int pr = poll(&pfd, 1, limits.SliceMs());
           if (pr < 0 && errno == EINTR) continue;
           if (pr == 0) continue;
           socklen_t len = sizeof err;
@@ -228,17 +250,20 @@ StatusOr<std::unique_ptr<Connection>> Dial(const Portal& portal, Clock::time_poi
     if (err != 0) {
       last_error = std::strerror(err);
       close(fd);
-      if (err == ETIMEDOUT && Clock::now() >= deadline) break;
+      if (err == ETIMEDOUT && !limits.Check(where).ok()) break;
       continue;
     }
     char host[NI_MAXHOST] = {0};
     if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST) == 0) {
       peer_address = host;
     }
-    conn = std::make_unique<Connection>(fd, deadline, where);
+    conn = std::make_unique<Connection>(fd, limits, where);
   }
   freeaddrinfo(result);
   if (conn == nullptr) {
+    if (Status reached = limits.Check(where); !reached.ok()) {
+      return DeadlineExceeded("cannot connect to iSCSI portal " + where + ": " + reached.message());
+    }
     if (Clock::now() >= deadline) return DeadlineExceeded("cannot connect to iSCSI portal " + where + ": timed out");
     return Unavailable("cannot connect to iSCSI portal " + where + ": " + last_error);
   }
@@ -483,10 +508,11 @@ SendTargetsResult ParseSendTargets(const std::string& text) {
 }
 
 StatusOr<SendTargetsResult> DiscoverSendTargets(const Portal& portal, const SendTargetsOptions& options) {
-  auto deadline = Clock::now() + options.timeout;
+  Limits limits{Clock::now() + options.timeout, options.cancelled};
+  if (!limits.cancelled) limits.cancelled = [] { return sdk::CallScope::Cancelled(); };
   std::string where = PortalToString(portal);
   SendTargetsResult result;
-  CSI_PROXY_ASSIGN_OR_RETURN(auto conn, Dial(portal, deadline, result.peer_address));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto conn, Dial(portal, limits, result.peer_address));
   DiscoverySession session(*conn, where, options.initiator_name);
   CSI_PROXY_RETURN_IF_ERROR(session.Login());
   CSI_PROXY_ASSIGN_OR_RETURN(auto text, session.SendTargets());

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ struct DiscoveredTarget {
 struct SendTargetsOptions {
   std::string initiator_name;                                   // our InitiatorName; the target may filter on it
   std::chrono::milliseconds timeout{std::chrono::seconds(15)};  // for the whole exchange
+  // True once the call the discovery is for is cancelled or past its deadline, asked every 100 ms while waiting
+  // for the portal; by default the call the current thread handles (sdk::CallScope), so that a discovery holds
+  // its worker no longer than its caller waits.
+  std::function<bool()> cancelled;
 };
 
 struct SendTargetsResult {

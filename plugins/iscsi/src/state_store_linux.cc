@@ -55,7 +55,8 @@ void RemoveStaleTemporaries(int dir_fd) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir, size_t max_portals) {
+StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::string& dir, size_t max_portals,
+                                                                 bool check_only) {
   if (max_portals < 1 || max_portals > kMaxPortalsLimit) {
     return InvalidArgument("max_portals must be 1.." + std::to_string(kMaxPortalsLimit));
   }
@@ -63,8 +64,11 @@ StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::stri
   if (dir.find("/../") != std::string::npos || dir.ends_with("/..")) {
     return InvalidArgument("state_dir \"" + dir + "\" must not contain '..'");
   }
-  CSI_PROXY_RETURN_IF_ERROR(common::MakeDirectories(dir, 0700));
+  if (!check_only) CSI_PROXY_RETURN_IF_ERROR(common::MakeDirectories(dir, 0700));
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT && check_only) {
+    return std::unique_ptr<IscsiStateStore>(new IscsiStateStore(dir, -1, max_portals, check_only));
+  }
   if (fd < 0) {
     return Internal("cannot open state_dir " + dir + ": " + ErrnoText(errno) +
                     (errno == ELOOP || errno == ENOTDIR ? " (it must be a directory, not a symlink)" : ""));
@@ -80,21 +84,24 @@ StatusOr<std::unique_ptr<IscsiStateStore>> IscsiStateStore::Open(const std::stri
     return PermissionDenied("state_dir " + dir + " is owned by uid " + std::to_string(st.st_uid) +
                             ", not by this process (uid " + std::to_string(geteuid()) + ")");
   }
-  // The directory holds a secret: nobody else may list or enter it.
-  if ((st.st_mode & 077) != 0 && fchmod(fd, 0700) != 0) {
+  // The directory holds a secret: nobody else may list or enter it (a start restricts it; a check leaves it).
+  if ((st.st_mode & 077) != 0 && !check_only && fchmod(fd, 0700) != 0) {
     int err = errno;
     close(fd);
     return Internal("cannot restrict state_dir " + dir + " to mode 0700: " + ErrnoText(err));
   }
-  std::unique_ptr<IscsiStateStore> store(new IscsiStateStore(dir, fd, max_portals));
+  std::unique_ptr<IscsiStateStore> store(new IscsiStateStore(dir, fd, max_portals, check_only));
   CSI_PROXY_RETURN_IF_ERROR(store->Load());
   return store;
 }
 
-IscsiStateStore::~IscsiStateStore() { close(dir_fd_); }
+IscsiStateStore::~IscsiStateStore() {
+  if (dir_fd_ >= 0) close(dir_fd_);
+}
 
 Status IscsiStateStore::Load() {
-  RemoveStaleTemporaries(dir_fd_);
+  // A check beside a running host must not take its write in progress for a crash's leftover.
+  if (!check_only_) RemoveStaleTemporaries(dir_fd_);
   CSI_PROXY_ASSIGN_OR_RETURN(auto portals_text, ReadFileAt(dir_fd_, kPortalsFile));
   if (portals_text.has_value()) {
     std::istringstream in(*portals_text);
@@ -124,6 +131,7 @@ Status IscsiStateStore::Load() {
 }
 
 Status IscsiStateStore::WritePortals(const std::vector<Portal>& portals) {
+  if (check_only_) return FailedPrecondition("a configuration check changes no iSCSI state");
   std::string text = kPortalsHeader;
   for (const auto& p : portals) text += p.address + " " + std::to_string(p.port) + "\n";
   // What the loader would refuse is never written: the group must load at the next start.
@@ -181,6 +189,7 @@ std::optional<std::string> IscsiStateStore::MutualChapSecret() const {
 
 Status IscsiStateStore::SetMutualChapSecret(const std::string& secret) {
   std::lock_guard lock(mu_);
+  if (check_only_) return FailedPrecondition("a configuration check changes no iSCSI state");
   if (secret.empty()) {
     if (unlinkat(dir_fd_, kMutualChapSecretFile, 0) != 0 && errno != ENOENT) {
       return Internal(std::string("cannot remove ") + kMutualChapSecretFile + ": " + ErrnoText(errno));

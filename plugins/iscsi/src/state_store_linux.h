@@ -28,8 +28,13 @@ class IscsiStateStore {
   // Creates `dir` (mode 0700, parents 0755) if needed and loads the state in it. Refuses a path that is not an
   // absolute directory owned by this user, a symlink in its place, or a state file it cannot parse.
   // `max_portals` (1..kMaxPortalsLimit) caps AddPortal; a file written under a larger cap still loads.
+  // With `check_only` (a configuration check, perhaps beside a host writing the same directory) it changes
+  // nothing: no directory created or restricted, no leftover temporary removed (it may be a write in progress);
+  // an existing directory is checked and its files parsed, a missing one reads as empty, and the store refuses
+  // every change.
   static StatusOr<std::unique_ptr<IscsiStateStore>> Open(const std::string& dir,
-                                                         size_t max_portals = kDefaultMaxPortals);
+                                                         size_t max_portals = kDefaultMaxPortals,
+                                                         bool check_only = false);
   ~IscsiStateStore();
   IscsiStateStore(const IscsiStateStore&) = delete;
   IscsiStateStore& operator=(const IscsiStateStore&) = delete;
@@ -54,14 +59,15 @@ class IscsiStateStore {
   static constexpr const char* kMutualChapSecretFile = "mutual-chap-secret";
 
  private:
-  IscsiStateStore(std::string dir, int dir_fd, size_t max_portals)
-      : dir_(std::move(dir)), dir_fd_(dir_fd), max_portals_(max_portals) {}
+  IscsiStateStore(std::string dir, int dir_fd, size_t max_portals, bool check_only)
+      : dir_(std::move(dir)), dir_fd_(dir_fd), max_portals_(max_portals), check_only_(check_only) {}
   Status Load();
   Status WritePortals(const std::vector<Portal>& portals);
 
   const std::string dir_;
-  const int dir_fd_;
+  const int dir_fd_;  // -1: a check found no directory (nothing to read)
   const size_t max_portals_;
+  const bool check_only_;
   mutable std::mutex mu_;
   std::vector<Portal> portals_;
   std::optional<std::string> mutual_chap_secret_;

@@ -56,6 +56,7 @@ class SmbPlugin final : public sdk::Plugin {
   Status Init(sdk::Host& host) override {
     const sdk::PluginConfig& config = host.config();
     CSI_PROXY_ASSIGN_OR_RETURN(SmbBackendOptions options, ReadKeys(config));
+    options.check_only = host.check_only();
     auto policy = common::PathPolicy::Create(config.kubelet_path(), config.working_dirs());
     if (!policy.ok()) return policy.status().WithContext("[host] kubelet_path or working_dirs");
     CSI_PROXY_ASSIGN_OR_RETURN(auto backend, MakeSmbBackend(options, *policy));
@@ -63,7 +64,7 @@ class SmbPlugin final : public sdk::Plugin {
     AddApiVersions(host, *service_);
     sdk::LogInfo("smb group ready; mappings under " + options.mount_root + ", SMB3 encryption " +
                  (options.require_privacy ? "required" : "not requested"));
-    if (Status cifs = CheckSmbSupport(); !cifs.ok()) {
+    if (Status cifs = CheckSmbSupport(options.check_only); !cifs.ok()) {
       sdk::LogWarn(cifs.message() + "; NewSmbGlobalMapping will fail until that is fixed");
     }
     return Status::Ok();

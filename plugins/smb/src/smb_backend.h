@@ -74,12 +74,15 @@ struct SmbBackendOptions {
   // are recorded, and RemoveSmbGlobalMapping always unmaps.
   std::string state_dir;
   LogSink log;
+  // A configuration check (sdk::Host::check_only): mount_root is checked when it exists, never created.
+  bool check_only = false;
 };
 
 // The platform's backend (on Linux defined in smb_backend_linux.cc). `policy` confines local_path links.
 StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions& options, common::PathPolicy policy);
 
-// OK when this machine can map SMB shares; FAILED_PRECONDITION naming what is missing otherwise.
-Status CheckSmbSupport();
+// OK when this machine can map SMB shares; FAILED_PRECONDITION naming what is missing otherwise. With
+// `check_only` nothing is loaded: a kernel whose cifs module is not loaded yet is only said so.
+Status CheckSmbSupport(bool check_only = false);
 
 }  // namespace csi_proxy::smb

@@ -288,7 +288,7 @@ std::string MountOptions(const SmbCredentials& credentials, const LinuxSmbOption
   return out;
 }
 
-Status EnsureKernelCifs() {
+Status EnsureKernelCifs(bool check_only) {
   auto listed = [] {
     auto text = common::ReadWholeFile("/proc/filesystems");
     if (!text.ok()) return false;
@@ -301,6 +301,10 @@ Status EnsureKernelCifs() {
     }
     return false;
   };
+  if (check_only) {
+    if (listed()) return Status::Ok();
+    return FailedPrecondition("cifs is not listed in /proc/filesystems (a start would load the module)");
+  }
   auto problem = common::LoadKernelModule("cifs", listed);
   if (!problem) return Status::Ok();
   return FailedPrecondition("this kernel has no CIFS/SMB client: cifs is not listed in /proc/filesystems and " +
@@ -320,8 +324,12 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeLinuxSmbBackend(LinuxSmbOptions option
       return InvalidArgument("group key 'mount_helper': " + options.mount_helper + " is not an executable file");
     }
   }
-  CSI_PROXY_RETURN_IF_ERROR(MakeDirs(options.mount_root));
+  if (!options.check_only) CSI_PROXY_RETURN_IF_ERROR(MakeDirs(options.mount_root));
   int fd = open(options.mount_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && options.check_only) {
+    // A start creates it; a check (no call follows) leaves the machine as it is.
+    return std::unique_ptr<SmbBackend>(new LinuxSmbBackend(std::move(options), std::move(policy), UniqueFd()));
+  }
   if (fd < 0) return Internal("cannot open mount_root " + options.mount_root + ": " + std::strerror(errno));
   UniqueFd root_fd(fd);
   struct stat st;
@@ -336,6 +344,6 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions& op
   return MakeLinuxSmbBackend(LinuxSmbOptions{options}, std::move(policy));
 }
 
-Status CheckSmbSupport() { return EnsureKernelCifs(); }
+Status CheckSmbSupport(bool check_only) { return EnsureKernelCifs(check_only); }
 
 }  // namespace csi_proxy::smb

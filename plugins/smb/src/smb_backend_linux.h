@@ -25,12 +25,12 @@ struct LinuxSmbOptions : SmbBackendOptions {
   std::function<Status()> cifs_support;
 };
 
-// Creates the mount root (0755) if needed. `policy` confines local_path links.
+// Creates the mount root (0755) if needed (a check only looks at it). `policy` confines local_path links.
 StatusOr<std::unique_ptr<SmbBackend>> MakeLinuxSmbBackend(LinuxSmbOptions options, common::PathPolicy policy);
 
 // OK when the kernel can mount cifs (listed in /proc/filesystems, or the module can be loaded and was);
-// FAILED_PRECONDITION naming what is missing otherwise.
-Status EnsureKernelCifs();
+// FAILED_PRECONDITION naming what is missing otherwise. With `check_only` no module is loaded.
+Status EnsureKernelCifs(bool check_only = false);
 
 // The mount.cifs option string (no password in it; the password goes in the environment).
 std::string MountOptions(const SmbCredentials& credentials, const LinuxSmbOptions& options);

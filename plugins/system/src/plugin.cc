@@ -19,11 +19,8 @@ namespace csi_proxy::system {
 namespace {
 
 // ---- The group's keys ([groups.system]; README "Configuration")
-constexpr std::string_view kPrivateSocketKey = "systemd_private_socket";
-constexpr std::string_view kBusAddressKey = "systemd_bus_address";
 constexpr std::string_view kServiceTimeoutKey = "service_timeout_seconds";
 constexpr std::string_view kAllowedServicesKey = "allowed_services";
-constexpr std::string_view kBiosSerialFilesKey = "bios_serial_files";
 
 struct Settings {
   SystemBackendOptions backend;
@@ -31,32 +28,24 @@ struct Settings {
 };
 
 StatusOr<Settings> ReadKeys(const sdk::PluginConfig& config) {
-  CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys(
-      {kPrivateSocketKey, kBusAddressKey, kServiceTimeoutKey, kAllowedServicesKey, kBiosSerialFilesKey}));
+  std::vector<std::string_view> known = {kServiceTimeoutKey, kAllowedServicesKey};
+  for (std::string_view key : BackendKeyNames()) known.push_back(key);
+  CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys(known));
   Settings settings;
   SystemBackendOptions& backend = settings.backend;
-  CSI_PROXY_ASSIGN_OR_RETURN(backend.systemd_private_socket,
-                             config.GetAbsolutePath(kPrivateSocketKey, backend.systemd_private_socket,
-                                                    /*may_be_empty=*/true));
-  CSI_PROXY_ASSIGN_OR_RETURN(backend.systemd_bus_address, config.GetString(kBusAddressKey, ""));
-  CSI_PROXY_ASSIGN_OR_RETURN(backend.bios_serial_files, config.GetStringArray(kBiosSerialFilesKey));
-  for (const std::string& file : backend.bios_serial_files) {
-    if (file.empty() || file.front() != '/') {
-      return sdk::PluginConfig::KeyError(kBiosSerialFilesKey,
-                                         "must hold absolute paths, not " + sdk::PluginConfig::QuoteValue(file));
-    }
-  }
+  CSI_PROXY_RETURN_IF_ERROR(ReadBackendKeys(config, backend));
 
   SystemServiceOptions& service = settings.service;
   CSI_PROXY_ASSIGN_OR_RETURN(int64_t timeout, config.GetInt(kServiceTimeoutKey, 30, sdk::IntRange{1, 3600}));
   service.state_timeout = std::chrono::seconds(timeout);
+  backend.service_timeout = service.state_timeout;
   CSI_PROXY_ASSIGN_OR_RETURN(std::vector<std::string> allowed, config.GetStringArray(kAllowedServicesKey));
   for (const std::string& name : allowed) {
-    auto unit = CanonicalServiceUnit(name);
+    auto unit = CanonicalServiceName(name);
     if (!unit.ok()) return sdk::PluginConfig::KeyError(kAllowedServicesKey, "is refused: " + unit.status().message());
     // The units that can bring the node down stay closed whatever the list says: naming one is a mistake worth
     // refusing loudly rather than ignoring.
-    if (RefusalForUnit(*unit) == UnitRefusal::kAlways) {
+    if (RefusalForService(*unit, {}) == UnitRefusal::kAlways) {
       return sdk::PluginConfig::KeyError(
           kAllowedServicesKey, "names " + *unit + ", which can bring the node down; this API never starts or stops it");
     }
@@ -76,12 +65,9 @@ class SystemPlugin final : public sdk::Plugin {
         std::make_unique<SystemService>(MakeBiosInfoSource(backend), MakeServiceManager(backend), settings.service);
     AddApiVersions(host, *service_);
     const size_t allowed = settings.service.allowed_units.size();
-    sdk::LogInfo(
-        "system group ready; systemd via " +
-        (backend.systemd_private_socket.empty() ? std::string("(no private socket)") : backend.systemd_private_socket) +
-        ", then " +
-        (backend.systemd_bus_address.empty() ? std::string("the system bus") : backend.systemd_bus_address) +
-        (allowed == 0 ? std::string("; any service may be started and stopped except those that keep the node up")
+    sdk::LogInfo("system group ready; " + DescribeServiceManager(backend) +
+                 (allowed == 0
+                      ? std::string("; any service may be started and stopped except those that keep the node up")
                       : "; " + std::to_string(allowed) + " service(s) may be started and stopped"));
     return Status::Ok();
   }

@@ -77,4 +77,27 @@ StatusOr<std::string> CanonicalServiceUnit(std::string_view name) {
   return unit;
 }
 
+StatusOr<std::string> CanonicalWindowsServiceName(std::string_view name) {
+  if (name.empty()) return InvalidArgument("service name is empty");
+  if (name.size() > kMaxWindowsServiceNameLength) {
+    return Invalid(name, "longer than " + std::to_string(kMaxWindowsServiceNameLength) + " characters");
+  }
+  for (char c : name) {
+    if (common::IsAsciiAlnum(c)) continue;
+    if (c == ' ' || c == '_' || c == '-' || c == '.' || c == '$' || c == '@' || c == '+' || c == '{' || c == '}') {
+      continue;
+    }
+    return Invalid(name, "only letters, digits, ' ', '_', '-', '.', '$', '@', '+', '{' and '}' are allowed");
+  }
+  if (name.front() == ' ' || name.front() == '.' || name.front() == '-') {
+    return Invalid(name, "must not start with ' ', '.' or '-'");
+  }
+  if (name.back() == ' ' || name.back() == '.') return Invalid(name, "must not end with ' ' or '.'");
+  return common::AsciiLower(std::string(name));
+}
+
+StatusOr<std::string> CanonicalServiceName(std::string_view name, ServiceNaming naming) {
+  return naming == ServiceNaming::kWindows ? CanonicalWindowsServiceName(name) : CanonicalServiceUnit(name);
+}
+
 }  // namespace csi_proxy::system

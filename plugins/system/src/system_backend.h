@@ -1,12 +1,19 @@
-// The OS side of the system group, as narrow interfaces: the service layer (system_service.h) speaks only to these,
-// so a Windows backend (WMI Win32_BIOS / the Service Control Manager) can be added without touching it.
+// The OS side of the system group, as narrow interfaces: the service layer (system_service.h) speaks only to these.
+// Linux: DMI / device tree and systemd (bios_serial_linux.cc, systemd_linux.cc); Windows: SMBIOS and the Service
+// Control Manager (bios_serial_windows.cc, scm_windows.cc).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "csi_proxy/status.hpp"
+
+namespace csi_proxy::sdk {
+class PluginConfig;
+}
 
 namespace csi_proxy::system {
 
@@ -79,13 +86,25 @@ struct SystemBackendOptions {
   // How to reach systemd: its private socket ("" skips it), then a D-Bus address ("" means the system bus).
   std::string systemd_private_socket = kSystemdPrivateSocket;
   std::string systemd_bus_address;
+  // service_timeout_seconds: on Windows, how long a forced stop waits for each dependent service to stop before
+  // it stops the next one (the service layer waits for the service itself).
+  std::chrono::milliseconds service_timeout{std::chrono::seconds(30)};
 };
 
-// The platform's backends (on Linux defined in bios_serial_linux.cc and systemd_linux.cc).
+// The [groups.system] keys only this system's backends read, and reading them into `options` (README
+// "Configuration"): systemd_private_socket, systemd_bus_address and bios_serial_files on Linux
+// (backend_keys_linux.cc); none on Windows (scm_windows.cc).
+std::vector<std::string_view> BackendKeyNames();
+Status ReadBackendKeys(const sdk::PluginConfig& config, SystemBackendOptions& options);
+// How the backends reach the service manager, for the group's start-up log line.
+std::string DescribeServiceManager(const SystemBackendOptions& options);
+
+// The platform's backends (defined in bios_serial_<os>.cc and systemd_linux.cc / scm_windows.cc).
 std::unique_ptr<BiosInfoSource> MakeBiosInfoSource(const SystemBackendOptions& options);
 std::unique_ptr<ServiceManager> MakeServiceManager(const SystemBackendOptions& options);
 
-// The service unit this process runs in ("csi-proxy.service"), or "" when it does not run in one.
+// The service this process runs as ("csi-proxy.service"; on Windows the canonical service name, "csi-proxy"), or
+// "" when it does not run as one.
 std::string OwnServiceUnit();
 
 }  // namespace csi_proxy::system

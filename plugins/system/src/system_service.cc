@@ -38,16 +38,16 @@ SystemService::SystemService(std::unique_ptr<BiosInfoSource> bios, std::unique_p
 StatusOr<std::string> SystemService::GetBiosSerialNumber() { return bios_->SerialNumber(); }
 
 StatusOr<ServiceInfo> SystemService::GetService(std::string_view name) {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, CanonicalServiceUnit(name));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, CanonicalServiceName(name, options_.naming));
   return services_->Query(unit);
 }
 
 StatusOr<std::string> SystemService::UnitToChange(std::string_view name) const {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, CanonicalServiceUnit(name));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto unit, CanonicalServiceName(name, options_.naming));
   if (!options_.allowed_units.empty() && !options_.allowed_units.contains(unit)) {
     return PermissionDenied("service " + unit + " is not in this node's allowed_services");
   }
-  switch (RefusalForUnit(unit, options_.own_unit)) {
+  switch (RefusalForService(unit, options_.own_unit, options_.naming)) {
     case UnitRefusal::kAlways:
       return PermissionDenied("service " + unit + " can bring the node down or take it out of service; " +
                               "this API never starts or stops it");
@@ -70,7 +70,7 @@ Status SystemService::CheckUnitToChange(const std::string& unit, const ServiceIn
   }
   if (!info.unit_id.empty() && info.unit_id != unit) {
     // An alias: judge the unit it names, which the allow-list must name too when that unit needs it.
-    switch (RefusalForUnit(info.unit_id, options_.own_unit)) {
+    switch (RefusalForService(info.unit_id, options_.own_unit, options_.naming)) {
       case UnitRefusal::kAlways:
         return PermissionDenied("service " + unit + " is " + info.unit_id +
                                 ", which can bring the node down or take it out of service; this API never starts " +

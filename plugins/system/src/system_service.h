@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "keyed_mutex.h"
+#include "service_name.h"
 #include "system_backend.h"
 
 namespace csi_proxy::system {
@@ -33,6 +34,8 @@ struct SystemServiceOptions {
   std::set<std::string> allowed_units;
   // The proxy's own unit ("csi-proxy.service" or whatever it runs as), refused always; empty if not known.
   std::string own_unit;
+  // Whose rules names follow (service_name.h, unit_policy.h): this build's service manager's.
+  ServiceNaming naming = kNativeServiceNaming;
 };
 
 class SystemService {

@@ -45,6 +45,20 @@ constexpr std::array<std::string_view, 19> kUnlessAllowed = {
     "chronyd",
 };
 
+// Windows service names, canonical (lower case).
+constexpr std::array<std::string_view, 9> kWindowsAlways = {
+    "csi-proxy", "rpcss", "rpceptmapper", "dcomlaunch", "lsm", "samss", "power", "plugplay", "brokerinfrastructure",
+};
+
+constexpr std::array<std::string_view, 29> kWindowsUnlessAllowed = {
+    "kubelet",   "kube-proxy",  "containerd",        "docker",       "hns",
+    "vmcompute", "flanneld",    "caliconode",        "calicofelix",  "winrm",
+    "sshd",      "termservice", "dnscache",          "dhcp",         "nsi",
+    "bfe",       "mpssvc",      "lanmanworkstation", "lanmanserver", "netlogon",
+    "w32time",   "eventlog",    "winmgmt",           "cryptsvc",     "schedule",
+    "windefend", "wuauserv",    "trustedinstaller",  "sense",
+};
+
 std::string_view Stem(std::string_view unit) {
   constexpr std::string_view kSuffix = ".service";
   if (unit.ends_with(kSuffix)) unit.remove_suffix(kSuffix.size());
@@ -65,6 +79,22 @@ UnitRefusal RefusalForUnit(std::string_view canonical_unit, std::string_view own
     if (stem == name) return UnitRefusal::kUnlessAllowed;
   }
   return UnitRefusal::kNone;
+}
+
+UnitRefusal RefusalForWindowsService(std::string_view canonical_name, std::string_view own_service) {
+  if (!own_service.empty() && canonical_name == own_service) return UnitRefusal::kAlways;
+  for (std::string_view name : kWindowsAlways) {
+    if (canonical_name == name) return UnitRefusal::kAlways;
+  }
+  for (std::string_view name : kWindowsUnlessAllowed) {
+    if (canonical_name == name) return UnitRefusal::kUnlessAllowed;
+  }
+  return UnitRefusal::kNone;
+}
+
+UnitRefusal RefusalForService(std::string_view canonical_name, std::string_view own, ServiceNaming naming) {
+  return naming == ServiceNaming::kWindows ? RefusalForWindowsService(canonical_name, own)
+                                           : RefusalForUnit(canonical_name, own);
 }
 
 std::vector<std::string> NodeActions(std::string_view success_action, std::string_view failure_action,

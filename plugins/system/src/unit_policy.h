@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "service_name.h"
+
 namespace csi_proxy::system {
 
 enum class UnitRefusal {
@@ -22,6 +24,20 @@ enum class UnitRefusal {
 // The refusal for a canonical service unit name ("name.service" or "name@instance.service"). A template
 // instance is judged by its template's name: "systemd-fsck@x.service" as "systemd-fsck".
 UnitRefusal RefusalForUnit(std::string_view canonical_unit, std::string_view own_unit = {});
+
+// The same for a canonical Windows service name (CanonicalWindowsServiceName: lower case).
+//  - kAlways: csi-proxy and its own service, and what Windows cannot run without: RpcSs, RpcEptMapper,
+//    DcomLaunch, LSM, SamSs, Power, PlugPlay, BrokerInfrastructure;
+//  - kUnlessAllowed: the kubelet, kube-proxy, the container runtimes and Windows' container and network services
+//    (containerd, docker, hns, vmcompute, flanneld, CalicoNode, CalicoFelix), remote access (WinRM, sshd,
+//    TermService), the node's network and name services (Dnscache, Dhcp, nsi, BFE, MpsSvc, LanmanWorkstation,
+//    LanmanServer, Netlogon, W32Time), EventLog, Winmgmt, CryptSvc, Schedule, Defender (WinDefend, Sense), wuauserv and
+//    TrustedInstaller (which install updates and may restart the node).
+UnitRefusal RefusalForWindowsService(std::string_view canonical_name, std::string_view own_service = {});
+
+// RefusalForUnit or RefusalForWindowsService, as `naming` says.
+UnitRefusal RefusalForService(std::string_view canonical_name, std::string_view own,
+                              ServiceNaming naming = kNativeServiceNaming);
 
 // The node-wide actions a unit declares (systemd's SuccessAction, FailureAction, StartLimitAction,
 // JobTimeoutAction: "reboot", "poweroff", "exit", ...), as "Property=value"; "none" and empty are left out. A

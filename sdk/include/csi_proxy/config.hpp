@@ -69,6 +69,10 @@ class PluginConfig {
   // Refuses a key the group does not know, so that a typo in the configuration is reported, not ignored:
   // INVALID_ARGUMENT "unknown key 'x' in [groups.<name>]; known keys: a, b".
   Status RequireKnownKeys(std::initializer_list<std::string_view> known) const {
+    return RequireKnownKeys(std::vector<std::string_view>(known));
+  }
+  // The same with a list made at run time (a group whose keys depend on the system it runs on).
+  Status RequireKnownKeys(const std::vector<std::string_view>& known) const {
     for (const auto& [key, value] : group_table()) {
       if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
       std::string list;

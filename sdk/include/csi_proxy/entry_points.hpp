@@ -87,7 +87,9 @@ csi_proxy_status_code Init(const csi_proxy_host_api* api, void** plugin_state, c
       return static_cast<csi_proxy_status_code>(config.status().code());
     }
     auto state = std::make_unique<PluginState>();
-    state->host = std::make_unique<Host>(std::move(config).value());
+    // A host older than init_flags leaves it out of its table: ReadAbiStruct reads it as 0.
+    state->host =
+        std::make_unique<Host>(std::move(config).value(), (table.init_flags & CSI_PROXY_INIT_CHECK_ONLY) != 0);
     state->plugin = std::make_unique<PluginClass>();
     Status status = state->plugin->Init(*state->host);
     if (status.ok()) {

@@ -69,6 +69,10 @@
  *     shutdown and no unload. The same holds for a group that a configuration reload removes or replaces (its
  *     old instance stays loaded, without shutdown) and for the host's exit (it exits without shutting the
  *     library down).
+ *   - csi_proxy_host_api.init_flags (CSI_PROXY_INIT_CHECK_ONLY): appended to the host's table without a new
+ *     version, since the host fills that table and a library reads a field only when struct_size covers it; a
+ *     library that does not know the field runs a check's init as a start's (so an older library may still touch
+ *     state during a check).
  *   - The [host] table of csi_proxy_host_api.config_toml holds exactly these keys: kubelet_path (a string),
  *     working_dirs (an array of strings), state_dir (a string) and group_name (the name of the [groups.<name>]
  *     table that configured the library; a host that refuses a library answering another group, as hosts since
@@ -175,7 +179,7 @@ struct csi_proxy_plugin_api;
  * choice). */
 typedef struct csi_proxy_plugin_answer {
   size_t struct_size;
-  uint32_t abi_version;                   /* the version the plugin speaks, within the offered range */
+  uint32_t abi_version; /* the version the plugin speaks, within the offered range */
   /* The group name follows "Group names" above. */
   const char* group;                      /* the API group, e.g. "disk": endpoints are csi-proxy-<group>-<version> */
   const char* plugin_version;             /* the library's own version, for logs, e.g. "1.2.0" */
@@ -289,8 +293,18 @@ typedef struct csi_proxy_host_api {
    * writes only the fields it knows that fit within out->struct_size and leaves struct_size and every other
    * byte as the caller set them, so a caller presets the fields it reads to -1 ("unknown"). */
   void (*call_peer_credentials)(const csi_proxy_host_call* call, csi_proxy_peer_credentials* out);
+  /* Appended without a new ABI version (see the history above): a library reads it only when the host's
+   * struct_size covers it, and a host that does not know it leaves it out, which reads as 0. */
+  uint32_t init_flags; /* CSI_PROXY_INIT_* bits: what this init is for */
 } csi_proxy_host_api;
 #define CSI_PROXY_HOST_API_V1_SIZE CSI_PROXY_SIZE_THROUGH(csi_proxy_host_api, call_peer_credentials)
+
+/* Bits of csi_proxy_host_api.init_flags. Unknown bits are to be ignored by the library. */
+/* This init is a check of the configuration (csi-proxy --check-config, csi-proxyctl check-config), perhaps beside a
+ * host that serves the same configuration: validate the keys and register the services as for a start, but change
+ * nothing on the node (create, remove, lock, chmod or clean up no file or directory, load no kernel module, start no
+ * program). Reading is fine. shutdown follows at once; no call is made. */
+#define CSI_PROXY_INIT_CHECK_ONLY (1u << 0)
 
 /* ---------------------------------------------------------------------------------------------------------------
  * The plugin's table (returned by negotiation; plugin-owned, static storage).

@@ -17,9 +17,13 @@ namespace csi_proxy::sdk {
 // What Init receives: the configuration and the place to declare services.
 class Host {
  public:
-  explicit Host(PluginConfig config) : config_(std::move(config)) {}
+  explicit Host(PluginConfig config, bool check_only = false) : config_(std::move(config)), check_only_(check_only) {}
 
   const PluginConfig& config() const { return config_; }
+  // This init is a check of the configuration (CSI_PROXY_INIT_CHECK_ONLY), perhaps beside a host serving it:
+  // validate and declare services as for a start, but change nothing on the node (no file, directory, lock, module
+  // or program). No call follows, only Shutdown.
+  bool check_only() const { return check_only_; }
 
   // Declares a service; its methods are registered with the host when Init returns successfully.
   ServiceBuilder& AddService(std::string version, std::string service_name, std::string_view descriptor_set = {}) {
@@ -38,6 +42,7 @@ class Host {
 
  private:
   PluginConfig config_;
+  bool check_only_ = false;
   std::vector<std::unique_ptr<ServiceBuilder>> services_;
 };
 

@@ -3,6 +3,7 @@
 // any of its keys with INVALID_ARGUMENT quoting the key, which is what lets the host add the key's file and line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,19 @@ TEST_P(GroupKeys, TheLibraryNamesTheGroupAndVersionOfTheBuildAndStartsWithItsDef
   EXPECT_FALSE(host.methods().empty());
   host.Shutdown();
   EXPECT_TRUE(host.violations().empty()) << host.violations().front();
+}
+
+// A configuration check runs the groups' inits beside a host that may serve the same state_dir: an init told it is
+// a check (CSI_PROXY_INIT_CHECK_ONLY) creates, restricts and cleans up nothing there.
+TEST_P(GroupKeys, ACheckOnlyInitLeavesTheStateDirectoryAlone) {
+  const std::string state = dir_.Sub("state-of-a-running-host");
+  FakeHost host({.kubelet_path = dir_.MakeDir("kubelet"), .working_dirs = {}, .state_dir = state, .check_only = true});
+  Open(host);
+  auto status = host.Init();
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_FALSE(host.methods().empty());
+  host.Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(state)) << GetParam().name << " created " << state << " during a check";
 }
 
 TEST_P(GroupKeys, AnUnknownKeyIsRefusedQuotingIt) {

@@ -165,5 +165,109 @@ TEST(PathPolicy, LinkTargetDirsFollowTheRulesOfRoots) {
   EXPECT_THAT(PathPolicy::Create("/var/lib/kubelet", {}, {"/a/../b"}).status().message(), HasSubstr("link target"));
 }
 
+// ---- The Windows syntax (PathSyntax::kWindows), the rule of the Windows build, checked here on Linux too.
+
+PathPolicy WindowsPolicy() {
+  auto p = PathPolicy::Create("C:\\var\\lib\\kubelet", {"D:/csi/work"}, {"C:\\ProgramData\\csi-proxy\\smb"},
+                              PathSyntax::kWindows);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return *p;
+}
+
+TEST(WindowsPathPolicy, PathBelowKubeletPathIsConfinedWithBackslashes) {
+  auto c = WindowsPolicy().Confine("C:\\var\\lib\\kubelet\\pods\\abc/volumes\\\\x\\.\\");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->path, "C:\\var\\lib\\kubelet\\pods\\abc\\volumes\\x");
+  EXPECT_EQ(c->root, "C:\\var\\lib\\kubelet");
+  EXPECT_EQ(c->relative, "pods\\abc\\volumes\\x");
+  EXPECT_EQ(WindowsPolicy().Split(c->relative), (std::vector<std::string>{"pods", "abc", "volumes", "x"}));
+  EXPECT_EQ(WindowsPolicy().roots(), (std::vector<std::string>{"C:\\var\\lib\\kubelet", "D:\\csi\\work"}));
+}
+
+TEST(WindowsPathPolicy, RootsMatchCaseInsensitivelyAndKeepTheirConfiguredSpelling) {
+  auto c = WindowsPolicy().Confine("c:\\VAR\\Lib\\KUBELET\\Pods");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->root, "C:\\var\\lib\\kubelet");
+  EXPECT_EQ(c->relative, "Pods");
+  EXPECT_EQ(c->path, "C:\\VAR\\Lib\\KUBELET\\Pods");
+  EXPECT_TRUE(WindowsPolicy().Confine("d:\\CSI\\Work").ok());
+}
+
+TEST(WindowsPathPolicy, EverySpellingOfAPathHasOneLockKey) {
+  auto a = WindowsPolicy().Confine("C:\\var\\lib\\kubelet\\Pods\\X");
+  auto b = WindowsPolicy().Confine("c:/VAR/lib/kubelet/pods/x/");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(WindowsPolicy().SameObjectKey(*a), WindowsPolicy().SameObjectKey(*b));
+  auto upper = Policy().Confine("/var/lib/kubelet/Pods");
+  auto lower = Policy().Confine("/var/lib/kubelet/pods");
+  EXPECT_NE(Policy().SameObjectKey(*upper), Policy().SameObjectKey(*lower));  // two objects on Linux
+}
+
+TEST(WindowsPathPolicy, PrefixTricksAreNotUnderTheRoot) {
+  for (const char* p : {"C:\\var\\lib\\kubelet-evil\\x", "C:\\var\\lib\\kubeletX", "C:\\var\\lib", "C:\\",
+                        "E:\\var\\lib\\kubelet\\x", "C:\\ProgramData\\csi-proxy\\smb\\share"}) {
+    auto c = WindowsPolicy().Confine(p);
+    EXPECT_EQ(c.status().code(), Code::kPermissionDenied) << p;
+  }
+}
+
+TEST(WindowsPathPolicy, OnlyDriveLetterPathsAreAbsolute) {
+  for (const char* p :
+       {"\\\\server\\share\\var\\lib\\kubelet", "\\\\?\\C:\\var\\lib\\kubelet\\x", "\\\\.\\C:\\var\\lib\\kubelet\\x",
+        "\\var\\lib\\kubelet\\x", "C:var\\lib\\kubelet", "/var/lib/kubelet/x", "var\\lib", "1:\\x", "C:"}) {
+    auto c = WindowsPolicy().Confine(p);
+    EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << p;
+    EXPECT_THAT(c.status().message(), HasSubstr("drive letter")) << p;
+  }
+}
+
+TEST(WindowsPathPolicy, DotDotIsInvalidWithEitherSeparator) {
+  for (const char* p :
+       {"C:\\var\\lib\\kubelet\\..\\kubelet\\x", "C:/var/lib/kubelet/a/../b", "C:\\var\\lib\\kubelet\\a/.."}) {
+    EXPECT_EQ(WindowsPolicy().Confine(p).status().code(), Code::kInvalidArgument) << p;
+  }
+}
+
+TEST(WindowsPathPolicy, ComponentsWin32WouldReadDifferentlyAreInvalid) {
+  for (const char* name : {"x:stream",   "dir::$INDEX_ALLOCATION",
+                           "a*b",        "a?b",
+                           "a<b",        "a>b",
+                           "a|b",        "a\"b",
+                           "trailing.",  "trailing ",
+                           "...",        "NUL",
+                           "nul.txt",    "Con",
+                           "aux.tar.gz", "COM1",
+                           "lpt9.log",   "com0",
+                           "conin$",     "COM\xc2\xb9",
+                           "tab\there"}) {
+    auto c = WindowsPolicy().Confine(std::string("C:\\var\\lib\\kubelet\\") + name + "\\x");
+    EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << name;
+  }
+  for (const char* name : {"a..b", ".hidden", "COM10", "console", "nulx", "lpt", "com"}) {
+    EXPECT_TRUE(WindowsPolicy().Confine(std::string("C:\\var\\lib\\kubelet\\") + name).ok()) << name;
+  }
+}
+
+TEST(WindowsPathPolicy, LinkTextSplitsAtARootCaseInsensitively) {
+  auto s = WindowsPolicy().SplitAtRoot("c:\\Var\\LIB\\kubelet\\a\\..\\b");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->root, "C:\\var\\lib\\kubelet");
+  EXPECT_EQ(s->rest, (std::vector<std::string>{"a", "..", "b"}));
+  EXPECT_FALSE(WindowsPolicy().SplitAtRoot("C:\\var\\lib\\kubelet-evil").has_value());
+  EXPECT_FALSE(WindowsPolicy().SplitAtRoot("\\\\server\\share").has_value());
+  EXPECT_FALSE(WindowsPolicy().SplitAtRoot("C:\\ProgramData\\csi-proxy\\smb\\s").has_value());
+  EXPECT_TRUE(WindowsPolicy().SplitAtRoot("C:\\ProgramData\\csi-proxy\\SMB\\s", true).has_value());
+}
+
+TEST(WindowsPathPolicy, CreateRefusesDriveRootsRelativeAndDotDotRoots) {
+  for (const char* root :
+       {"C:\\", "C:/", "C:\\.", "var\\lib\\kubelet", "\\\\server\\share", "C:\\a\\..\\b", "/var/lib"}) {
+    EXPECT_EQ(PathPolicy::Create(root, {}, {}, PathSyntax::kWindows).status().code(), Code::kInvalidArgument) << root;
+  }
+  auto p = PathPolicy::Create("c:\\var\\lib\\kubelet\\", {"C:/VAR/lib/Kubelet"}, {}, PathSyntax::kWindows);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->roots(), (std::vector<std::string>{"C:\\var\\lib\\kubelet"}));
+}
+
 }  // namespace
 }  // namespace csi_proxy::common

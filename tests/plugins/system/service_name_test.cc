@@ -2,7 +2,9 @@
 #include "service_name.h"
 
 #include <gtest/gtest.h>
+
 #include "text.h"
+#include "unit_policy.h"
 
 namespace csi_proxy::system {
 namespace {
@@ -90,6 +92,48 @@ TEST(CanonicalServiceUnit, QuotesTheRefusedNameSafelyInTheMessage) {
   EXPECT_EQ(unit.status().message().find('\x1b'), std::string::npos);
   EXPECT_NE(unit.status().message().find("\"evil\\x0aname\\x1b[2J\""), std::string::npos) << unit.status().message();
   EXPECT_LT(CanonicalServiceUnit(std::string(5000, '/')).status().message().size(), 400u);
+}
+
+// ---- Windows service names (the Service Control Manager's key names), the rule of the Windows build.
+
+TEST(CanonicalWindowsServiceName, AcceptsKeyNamesAndLowersThemAsTheScmComparesThem) {
+  EXPECT_EQ(*CanonicalWindowsServiceName("MSiSCSI"), "msiscsi");
+  EXPECT_EQ(*CanonicalWindowsServiceName("W32Time"), "w32time");
+  EXPECT_EQ(*CanonicalWindowsServiceName("MSSQL$SQLEXPRESS"), "mssql$sqlexpress");
+  EXPECT_EQ(*CanonicalWindowsServiceName("CDPUserSvc_1a2b3"), "cdpusersvc_1a2b3");
+  EXPECT_EQ(*CanonicalWindowsServiceName("csi-proxy"), "csi-proxy");
+  EXPECT_EQ(*CanonicalWindowsServiceName("Apple Mobile Device Service"), "apple mobile device service");
+  EXPECT_EQ(*CanonicalWindowsServiceName("{4D36E972-E325-11CE}"), "{4d36e972-e325-11ce}");
+  EXPECT_EQ(*CanonicalServiceName("kubelet", ServiceNaming::kWindows), "kubelet");
+  EXPECT_EQ(*CanonicalServiceName("kubelet", ServiceNaming::kSystemd), "kubelet.service");
+}
+
+TEST(CanonicalWindowsServiceName, RefusesSeparatorsControlAndOtherCharacters) {
+  for (std::string name :
+       {"", "a\\b", "a/b", "a\nb", "a\tb", "a;b", "a|b", "a\"b", "a*", "a:b", "%SystemRoot%", "a\x80"}) {
+    EXPECT_EQ(CanonicalWindowsServiceName(name).status().code(), Code::kInvalidArgument) << common::QuoteValue(name);
+  }
+  for (std::string name : {" a", "a ", ".a", "a.", "-a"}) {
+    EXPECT_EQ(CanonicalWindowsServiceName(name).status().code(), Code::kInvalidArgument) << common::QuoteValue(name);
+  }
+  EXPECT_TRUE(CanonicalWindowsServiceName(std::string(kMaxWindowsServiceNameLength, 'a')).ok());
+  EXPECT_EQ(CanonicalWindowsServiceName(std::string(kMaxWindowsServiceNameLength + 1, 'a')).status().code(),
+            Code::kInvalidArgument);
+}
+
+TEST(WindowsServicePolicy, RefusesWhatWindowsNeedsAndOpensTheNodeDaemonsOnlyWhenAllowed) {
+  for (const char* name : {"rpcss", "dcomlaunch", "lsm", "samss", "csi-proxy"}) {
+    EXPECT_EQ(RefusalForWindowsService(name), UnitRefusal::kAlways) << name;
+  }
+  for (const char* name : {"kubelet", "kube-proxy", "containerd", "docker", "hns", "vmcompute", "winrm", "sshd",
+                           "eventlog", "lanmanworkstation", "wuauserv"}) {
+    EXPECT_EQ(RefusalForWindowsService(name), UnitRefusal::kUnlessAllowed) << name;
+  }
+  // Storage drivers start the iSCSI initiator: it stays open, as iscsid does on Linux.
+  EXPECT_EQ(RefusalForWindowsService("msiscsi"), UnitRefusal::kNone);
+  EXPECT_EQ(RefusalForWindowsService("csi-proxy-custom", "csi-proxy-custom"), UnitRefusal::kAlways);
+  EXPECT_EQ(RefusalForService("kubelet", "", ServiceNaming::kWindows), UnitRefusal::kUnlessAllowed);
+  EXPECT_EQ(RefusalForService("kubelet.service", "", ServiceNaming::kSystemd), UnitRefusal::kUnlessAllowed);
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ struct FakeHostOptions {
   std::string kubelet_path = "/var/lib/kubelet";
   std::vector<std::string> working_dirs;
   std::string state_dir = "/var/lib/csi-proxy";
-  std::string group_name;  // the [groups.<name>] table; empty: the group the library names itself
+  std::string group_name;   // the [groups.<name>] table; empty: the group the library names itself
+  bool check_only = false;  // init as a configuration check (CSI_PROXY_INIT_CHECK_ONLY)
   // The ABI versions offered in negotiation.
   uint32_t abi_version_min = CSI_PROXY_ABI_VERSION_MIN;
   uint32_t abi_version_max = CSI_PROXY_ABI_VERSION_CURRENT;
@@ -117,6 +118,7 @@ class FakeHost {
     api_.call_deadline_unix_ns = &FakeHost::DeadlineFn;
     api_.call_is_cancelled = &FakeHost::IsCancelledFn;
     api_.call_peer_credentials = &FakeHost::PeerCredentialsFn;
+    api_.init_flags = options_.check_only ? CSI_PROXY_INIT_CHECK_ONLY : 0u;
   }
   FakeHost(const FakeHost&) = delete;
   FakeHost& operator=(const FakeHost&) = delete;

@@ -1,5 +1,5 @@
 // Small pieces every Windows part of the host uses: owning wrappers of a HANDLE and a SOCKET, UTF-8 <-> UTF-16,
-// and the text of a Windows error code.
+// the text of a Windows error code and of a SID.
 #pragma once
 
 // clang-format off
@@ -10,6 +10,9 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
+
+#include "csi_proxy/status.hpp"
 
 namespace csi_proxy::host {
 
@@ -68,6 +71,24 @@ std::string Narrow(std::wstring_view utf16);
 
 // "The pipe has been ended. (error 109)": the system's message for a Win32 or Winsock error code.
 std::string ErrorText(DWORD code);
+
+// One argument of a command line, as the C runtime splits it again (CommandLineToArgvW's rules): quoted when it
+// holds a space, a tab or a quote, with the backslashes before a quote doubled.
+std::wstring QuoteArgument(const std::wstring& arg);
+
+// The full path of this process's executable.
+std::wstring ExecutablePath();
+
+// A SID in its string form, "S-1-5-32-544".
+StatusOr<std::string> SidText(PSID sid);
+
+// Who a process runs as: its token's user SID and the SIDs of its enabled groups (a deny-only group, such as
+// Administrators in a UAC-filtered token, grants nothing, so it is left out).
+struct TokenAccounts {
+  std::string user_sid;
+  std::vector<std::string> group_sids;
+};
+StatusOr<TokenAccounts> TokenAccountsOf(HANDLE process);
 
 // Winsock for this process, once (reference-counted by Windows; never undone, as gRPC keeps it too).
 bool EnsureWinsock();

@@ -1,0 +1,497 @@
+// The filesystem and system groups as Windows DLLs (csi-proxy-filesystem.dll, csi-proxy-system.dll), each loaded
+// into the SDK's fake host and called through the real C ABI under Wine: every method of every version, the
+// confinement rules (`..`, prefix and case tricks, paths that are not drive paths), links the system follows by
+// itself (Wine's host symlinks, planted by plant_links.sh before the run), and the system group against Wine's
+// Service Control Manager (a throwaway service made here and deleted afterwards) and its SMBIOS table.
+//
+// What Wine cannot show (it has no reparse points: CreateSymbolicLink does nothing there and
+// FSCTL_SET_REPARSE_POINT is not supported) is asserted as such: CreateSymlink fails cleanly and leaves nothing.
+#include <windows.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "csi_proxy/testing/fake_host.hpp"
+#include "v1/filesystem.pb.h"
+#include "v1alpha1/filesystem.pb.h"
+#include "v1alpha1/system.pb.h"
+#include "v1beta1/filesystem.pb.h"
+#include "v1beta2/filesystem.pb.h"
+#include "v2alpha1/filesystem.pb.h"
+
+namespace {
+
+using csi_proxy::Code;
+using csi_proxy::sdk::testing::FakeHost;
+using csi_proxy::sdk::testing::FakeHostOptions;
+
+bool Exists(const std::string& path) { return ::GetFileAttributesA(path.c_str()) != INVALID_FILE_ATTRIBUTES; }
+bool IsDirectory(const std::string& path) {
+  DWORD a = ::GetFileAttributesA(path.c_str());
+  return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY) != 0;
+}
+void MakeDir(const std::string& path) { ASSERT_TRUE(::CreateDirectoryA(path.c_str(), nullptr)) << path; }
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Removes a tree made by the test (plain files and directories only: Wine has no reparse points to care for).
+void RemoveTree(const std::string& path) {
+  WIN32_FIND_DATAA entry;
+  HANDLE find = ::FindFirstFileA((path + "\\*").c_str(), &entry);
+  if (find != INVALID_HANDLE_VALUE) {
+    do {
+      std::string name = entry.cFileName;
+      if (name == "." || name == "..") continue;
+      std::string child = path + "\\" + name;
+      if (entry.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) {
+        RemoveTree(child);
+      } else {
+        ::SetFileAttributesA(child.c_str(), FILE_ATTRIBUTE_NORMAL);
+        ::DeleteFileA(child.c_str());
+      }
+    } while (::FindNextFileA(find, &entry));
+    ::FindClose(find);
+  }
+  ::RemoveDirectoryA(path.c_str());
+}
+
+// ---- The filesystem group
+
+class FilesystemDll : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = "C:\\csi-groups-test-" + std::to_string(::GetCurrentProcessId());
+    RemoveTree(base_);
+    MakeDir(base_);
+    for (const char* dir : {"kubelet", "work", "outside", "state"}) MakeDir(base_ + "\\" + dir);
+    WriteFile(base_ + "\\outside\\keep", "outside data");
+    host_ = std::make_unique<FakeHost>(
+        FakeHostOptions{.kubelet_path = kubelet(), .working_dirs = {base_ + "\\work"}, .state_dir = base_ + "\\state"});
+    ASSERT_TRUE(host_->Load(FILESYSTEM_LIBRARY).ok());
+    ASSERT_TRUE(host_->Negotiate().ok());
+    auto status = host_->Init();
+    ASSERT_TRUE(status.ok()) << status.message();
+  }
+  void TearDown() override {
+    host_->Shutdown();
+    EXPECT_TRUE(host_->violations().empty());
+    EXPECT_TRUE(Exists(base_ + "\\outside\\keep")) << "something outside the roots was removed";
+    host_.reset();
+    RemoveTree(base_);
+  }
+
+  std::string kubelet() const { return base_ + "\\kubelet"; }
+
+  template <typename Request, typename Response>
+  csi_proxy::sdk::testing::CallResult Call(const std::string& method, const Request& req, Response* resp) {
+    return host_->Call(method, req, resp);
+  }
+
+  std::string base_;
+  std::unique_ptr<FakeHost> host_;
+};
+
+// The methods every version has under the same names, for one version's messages.
+template <typename Api>
+void ExerciseSharedMethods(const std::string& kubelet, const std::string& version, FakeHost& host) {
+  const std::string svc = "/" + version + ".Filesystem/";
+  const std::string dir = kubelet + "\\" + version + "\\pods\\a\\volumes";
+  typename Api::MkdirRequest mkdir;
+  mkdir.set_path(dir);
+  auto made = host.Call(svc + "Mkdir", mkdir, static_cast<typename Api::MkdirResponse*>(nullptr));
+  ASSERT_TRUE(made.ok()) << version << ": " << made.Describe();
+  EXPECT_TRUE(IsDirectory(dir));
+  EXPECT_TRUE(host.Call(svc + "Mkdir", mkdir, static_cast<typename Api::MkdirResponse*>(nullptr)).ok());
+
+  typename Api::PathExistsRequest exists;
+  typename Api::PathExistsResponse exists_resp;
+  exists.set_path(dir);
+  ASSERT_TRUE(host.Call(svc + "PathExists", exists, &exists_resp).ok());
+  EXPECT_TRUE(exists_resp.exists());
+  exists.set_path(dir + "\\absent");
+  ASSERT_TRUE(host.Call(svc + "PathExists", exists, &exists_resp).ok());
+  EXPECT_FALSE(exists_resp.exists());
+
+  typename Api::RmdirRequest rmdir;
+  rmdir.set_path(kubelet + "\\" + version + "\\pods");
+  auto refused = host.Call(svc + "Rmdir", rmdir, static_cast<typename Api::RmdirResponse*>(nullptr));
+  EXPECT_EQ(refused.code, Code::kFailedPrecondition) << refused.Describe();  // not empty, no force
+  rmdir.set_path(dir);
+  EXPECT_TRUE(host.Call(svc + "Rmdir", rmdir, static_cast<typename Api::RmdirResponse*>(nullptr)).ok());
+  EXPECT_FALSE(Exists(dir));
+  EXPECT_EQ(host.Call(svc + "Rmdir", rmdir, static_cast<typename Api::RmdirResponse*>(nullptr)).code, Code::kNotFound);
+  WriteFile(kubelet + "\\" + version + "\\pods\\a\\file", "x");
+  rmdir.set_path(kubelet + "\\" + version);
+  rmdir.set_force(true);
+  auto forced = host.Call(svc + "Rmdir", rmdir, static_cast<typename Api::RmdirResponse*>(nullptr));
+  EXPECT_TRUE(forced.ok()) << forced.Describe();
+  EXPECT_FALSE(Exists(kubelet + "\\" + version));
+  EXPECT_TRUE(host.Call(svc + "Rmdir", rmdir, static_cast<typename Api::RmdirResponse*>(nullptr)).ok());
+}
+
+struct V1 {
+  using MkdirRequest = v1::MkdirRequest;
+  using MkdirResponse = v1::MkdirResponse;
+  using PathExistsRequest = v1::PathExistsRequest;
+  using PathExistsResponse = v1::PathExistsResponse;
+  using RmdirRequest = v1::RmdirRequest;
+  using RmdirResponse = v1::RmdirResponse;
+};
+struct V1beta2 {
+  using MkdirRequest = v1beta2::MkdirRequest;
+  using MkdirResponse = v1beta2::MkdirResponse;
+  using PathExistsRequest = v1beta2::PathExistsRequest;
+  using PathExistsResponse = v1beta2::PathExistsResponse;
+  using RmdirRequest = v1beta2::RmdirRequest;
+  using RmdirResponse = v1beta2::RmdirResponse;
+};
+struct V2alpha1 {
+  using MkdirRequest = v2alpha1::MkdirRequest;
+  using MkdirResponse = v2alpha1::MkdirResponse;
+  using PathExistsRequest = v2alpha1::PathExistsRequest;
+  using PathExistsResponse = v2alpha1::PathExistsResponse;
+  using RmdirRequest = v2alpha1::RmdirRequest;
+  using RmdirResponse = v2alpha1::RmdirResponse;
+};
+struct V1alpha1 {
+  using MkdirRequest = v1alpha1::MkdirRequest;
+  using MkdirResponse = v1alpha1::MkdirResponse;
+  using PathExistsRequest = v1alpha1::PathExistsRequest;
+  using PathExistsResponse = v1alpha1::PathExistsResponse;
+  using RmdirRequest = v1alpha1::RmdirRequest;
+  using RmdirResponse = v1alpha1::RmdirResponse;
+};
+struct V1beta1 {
+  using MkdirRequest = v1beta1::MkdirRequest;
+  using MkdirResponse = v1beta1::MkdirResponse;
+  using PathExistsRequest = v1beta1::PathExistsRequest;
+  using PathExistsResponse = v1beta1::PathExistsResponse;
+  using RmdirRequest = v1beta1::RmdirRequest;
+  using RmdirResponse = v1beta1::RmdirResponse;
+};
+
+TEST_F(FilesystemDll, PathExistsMkdirAndRmdirWorkInEveryVersion) {
+  ExerciseSharedMethods<V1>(kubelet(), "v1", *host_);
+  ExerciseSharedMethods<V1beta2>(kubelet(), "v1beta2", *host_);
+  ExerciseSharedMethods<V2alpha1>(kubelet(), "v2alpha1", *host_);
+  ExerciseSharedMethods<V1alpha1>(kubelet(), "v1alpha1", *host_);
+  ExerciseSharedMethods<V1beta1>(kubelet(), "v1beta1", *host_);
+}
+
+TEST_F(FilesystemDll, RmdirContentsEmptiesTheDirectoryAndKeepsIt) {
+  MakeDir(kubelet() + "\\stage");
+  MakeDir(kubelet() + "\\stage\\sub");
+  WriteFile(kubelet() + "\\stage\\sub\\f", "x");
+  WriteFile(kubelet() + "\\stage\\g", "y");
+  ::SetFileAttributesA((kubelet() + "\\stage\\g").c_str(), FILE_ATTRIBUTE_READONLY);
+  v2alpha1::RmdirContentsRequest req;
+  req.set_path(kubelet() + "\\stage");
+  auto result = Call("/v2alpha1.Filesystem/RmdirContents", req, static_cast<v2alpha1::RmdirContentsResponse*>(nullptr));
+  ASSERT_TRUE(result.ok()) << result.Describe();
+  EXPECT_TRUE(IsDirectory(kubelet() + "\\stage"));
+  EXPECT_FALSE(Exists(kubelet() + "\\stage\\sub"));
+  EXPECT_FALSE(Exists(kubelet() + "\\stage\\g"));
+  req.set_path(kubelet() + "\\absent");
+  EXPECT_EQ(
+      Call("/v2alpha1.Filesystem/RmdirContents", req, static_cast<v2alpha1::RmdirContentsResponse*>(nullptr)).code,
+      Code::kNotFound);
+}
+
+TEST_F(FilesystemDll, PathsAreConfinedCaseInsensitivelyAndComponentWise) {
+  v1::MkdirRequest req;
+  auto mkdir = [&](const std::string& path) {
+    req.set_path(path);
+    return Call("/v1.Filesystem/Mkdir", req, static_cast<v1::MkdirResponse*>(nullptr));
+  };
+  // Another spelling of the root is the root; forward slashes are separators.
+  std::string upper = kubelet();
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  ASSERT_TRUE(mkdir(upper + "\\CaseDir").ok());
+  EXPECT_TRUE(IsDirectory(kubelet() + "\\casedir"));
+  EXPECT_TRUE(mkdir(base_ + "/kubelet/slashes/x").ok());
+  EXPECT_TRUE(IsDirectory(kubelet() + "\\slashes\\x"));
+  EXPECT_TRUE(mkdir(base_ + "\\work\\w").ok());
+
+  // Prefix tricks, other places, `..`, and what is not a drive path.
+  EXPECT_EQ(mkdir(base_ + "\\kubelet-evil\\x").code, Code::kPermissionDenied);
+  EXPECT_EQ(mkdir(base_ + "\\kubeletX").code, Code::kPermissionDenied);
+  EXPECT_EQ(mkdir(base_ + "\\outside\\x").code, Code::kPermissionDenied);
+  EXPECT_EQ(mkdir(kubelet() + "\\..\\outside\\x").code, Code::kInvalidArgument);
+  EXPECT_EQ(mkdir(kubelet() + "/a/../../outside").code, Code::kInvalidArgument);
+  EXPECT_EQ(mkdir("\\\\?\\" + kubelet() + "\\x").code, Code::kInvalidArgument);
+  EXPECT_EQ(mkdir("\\\\localhost\\C$\\x").code, Code::kInvalidArgument);
+  EXPECT_EQ(mkdir(kubelet().substr(2) + "\\x").code, Code::kInvalidArgument);  // "\csi-..." without a drive
+  EXPECT_EQ(mkdir(kubelet() + "\\x:stream").code, Code::kInvalidArgument);
+  EXPECT_EQ(mkdir(kubelet() + "\\trailing.").code, Code::kInvalidArgument);
+  EXPECT_EQ(mkdir(kubelet() + "\\NUL").code, Code::kInvalidArgument);
+  EXPECT_FALSE(Exists(base_ + "\\kubelet-evil"));
+  EXPECT_FALSE(Exists(base_ + "\\outside\\x"));
+
+  // The roots themselves are never removed, and never created.
+  v1::RmdirRequest rmdir;
+  rmdir.set_path(kubelet());
+  rmdir.set_force(true);
+  EXPECT_EQ(Call("/v1.Filesystem/Rmdir", rmdir, static_cast<v1::RmdirResponse*>(nullptr)).code,
+            Code::kPermissionDenied);
+  EXPECT_TRUE(IsDirectory(kubelet()));
+}
+
+TEST_F(FilesystemDll, AFileInTheWayOfMkdirIsAFailedPrecondition) {
+  WriteFile(kubelet() + "\\file", "x");
+  v1::MkdirRequest req;
+  req.set_path(kubelet() + "\\file\\sub");
+  EXPECT_EQ(Call("/v1.Filesystem/Mkdir", req, static_cast<v1::MkdirResponse*>(nullptr)).code,
+            Code::kFailedPrecondition);
+  req.set_path(kubelet() + "\\file");
+  EXPECT_EQ(Call("/v1.Filesystem/Mkdir", req, static_cast<v1::MkdirResponse*>(nullptr)).code,
+            Code::kFailedPrecondition);
+}
+
+// Wine has no reparse points: the symlink methods answer for what is there, and CreateSymlink fails cleanly.
+TEST_F(FilesystemDll, SymlinkMethodsUnderWineWhichHasNoReparsePoints) {
+  MakeDir(kubelet() + "\\stage");
+  v1::IsSymlinkRequest is;
+  v1::IsSymlinkResponse is_resp;
+  is.set_path(kubelet() + "\\stage");
+  ASSERT_TRUE(Call("/v1.Filesystem/IsSymlink", is, &is_resp).ok());
+  EXPECT_FALSE(is_resp.is_symlink());
+  is.set_path(kubelet() + "\\absent");
+  EXPECT_EQ(Call("/v1.Filesystem/IsSymlink", is, &is_resp).code, Code::kNotFound);
+  v1beta1::IsMountPointRequest mp;
+  v1beta1::IsMountPointResponse mp_resp;
+  mp.set_path(kubelet() + "\\stage");
+  ASSERT_TRUE(Call("/v1beta1.Filesystem/IsMountPoint", mp, &mp_resp).ok());
+  EXPECT_FALSE(mp_resp.is_mount_point());
+
+  for (const std::string version : {"v1", "v1beta2", "v2alpha1"}) {
+    v1::CreateSymlinkRequest link;
+    link.set_source_path(kubelet() + "\\stage");
+    link.set_target_path(kubelet() + "\\pod-" + version);
+    auto made =
+        Call("/" + version + ".Filesystem/CreateSymlink", link, static_cast<v1::CreateSymlinkResponse*>(nullptr));
+    EXPECT_EQ(made.code, Code::kFailedPrecondition) << made.Describe();
+    EXPECT_NE(made.message.find("cannot hold symlinks"), std::string::npos) << made.message;
+    EXPECT_FALSE(Exists(kubelet() + "\\pod-" + version)) << "a placeholder was left behind";
+  }
+  for (const std::string version : {"v1alpha1", "v1beta1"}) {
+    v1alpha1::LinkPathRequest link;
+    link.set_source_path(kubelet() + "\\stage");
+    link.set_target_path(kubelet() + "\\pod-" + version);
+    auto made = Call("/" + version + ".Filesystem/LinkPath", link, static_cast<v1alpha1::LinkPathResponse*>(nullptr));
+    EXPECT_EQ(made.code, Code::kFailedPrecondition) << made.Describe();
+    EXPECT_FALSE(Exists(kubelet() + "\\pod-" + version));
+  }
+  // The checks before any creation hold as on Linux: a source outside the roots, a target that exists, a missing
+  // parent.
+  v1::CreateSymlinkRequest link;
+  link.set_source_path(base_ + "\\outside");
+  link.set_target_path(kubelet() + "\\pod");
+  EXPECT_EQ(Call("/v1.Filesystem/CreateSymlink", link, static_cast<v1::CreateSymlinkResponse*>(nullptr)).code,
+            Code::kPermissionDenied);
+  link.set_source_path(kubelet() + "\\stage");
+  link.set_target_path(kubelet() + "\\stage");
+  EXPECT_EQ(Call("/v1.Filesystem/CreateSymlink", link, static_cast<v1::CreateSymlinkResponse*>(nullptr)).code,
+            Code::kAlreadyExists);
+  link.set_target_path(kubelet() + "\\absent\\pod");
+  EXPECT_EQ(Call("/v1.Filesystem/CreateSymlink", link, static_cast<v1::CreateSymlinkResponse*>(nullptr)).code,
+            Code::kNotFound);
+}
+
+// Links the system follows by itself (Wine's host symlinks, see plant_links.sh) are refused for every method, and
+// nothing outside the roots is touched through them.
+class PlantedLinks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = PLANTED_DIR;
+    if (!IsDirectory(root_ + "\\kubelet")) GTEST_SKIP() << "plant_links.sh did not run (" << root_ << ")";
+    host_ = std::make_unique<FakeHost>(
+        FakeHostOptions{.kubelet_path = root_ + "\\kubelet", .state_dir = root_ + "\\state"});
+    ASSERT_TRUE(host_->Load(FILESYSTEM_LIBRARY).ok());
+    ASSERT_TRUE(host_->Negotiate().ok());
+    auto status = host_->Init();
+    ASSERT_TRUE(status.ok()) << status.message();
+  }
+  void TearDown() override {
+    if (!host_) return;
+    host_->Shutdown();
+    EXPECT_TRUE(host_->violations().empty());
+    EXPECT_TRUE(Exists(root_ + "\\outside\\keep")) << "the outside file was removed through a link";
+    EXPECT_TRUE(Exists(root_ + "\\outside\\dir\\keep"));
+    EXPECT_FALSE(Exists(root_ + "\\outside\\made"));
+  }
+  std::string root_;
+  std::unique_ptr<FakeHost> host_;
+};
+
+TEST_F(PlantedLinks, EveryMethodRefusesToGoThroughALinkToOutside) {
+  const std::string escape = root_ + "\\kubelet\\escape";  // -> ../outside
+  v1::MkdirRequest mkdir;
+  mkdir.set_path(escape + "\\made");
+  EXPECT_EQ(host_->Call("/v1.Filesystem/Mkdir", mkdir, static_cast<v1::MkdirResponse*>(nullptr)).code,
+            Code::kPermissionDenied);
+  v1::PathExistsRequest exists;
+  v1::PathExistsResponse exists_resp;
+  exists.set_path(escape + "\\keep");
+  EXPECT_EQ(host_->Call("/v1.Filesystem/PathExists", exists, &exists_resp).code, Code::kPermissionDenied);
+  v1::IsSymlinkRequest is;
+  v1::IsSymlinkResponse is_resp;
+  is.set_path(escape);
+  EXPECT_EQ(host_->Call("/v1.Filesystem/IsSymlink", is, &is_resp).code, Code::kPermissionDenied);
+  v2alpha1::RmdirContentsRequest contents;
+  contents.set_path(escape + "\\dir");
+  EXPECT_EQ(
+      host_
+          ->Call("/v2alpha1.Filesystem/RmdirContents", contents, static_cast<v2alpha1::RmdirContentsResponse*>(nullptr))
+          .code,
+      Code::kPermissionDenied);
+  for (bool force : {false, true}) {
+    v1::RmdirRequest rmdir;
+    rmdir.set_path(escape + "\\dir");
+    rmdir.set_force(force);
+    EXPECT_EQ(host_->Call("/v1.Filesystem/Rmdir", rmdir, static_cast<v1::RmdirResponse*>(nullptr)).code,
+              Code::kPermissionDenied);
+    rmdir.set_path(escape);  // the link itself: Wine would remove its target, so it stays
+    EXPECT_FALSE(host_->Call("/v1.Filesystem/Rmdir", rmdir, static_cast<v1::RmdirResponse*>(nullptr)).ok());
+  }
+  v1::CreateSymlinkRequest link;
+  link.set_source_path(escape + "\\dir");
+  link.set_target_path(root_ + "\\kubelet\\pod");
+  EXPECT_EQ(host_->Call("/v1.Filesystem/CreateSymlink", link, static_cast<v1::CreateSymlinkResponse*>(nullptr)).code,
+            Code::kPermissionDenied);
+}
+
+TEST_F(PlantedLinks, AForcedRmdirOfATreeKeepsTheLinkInsideItAndWhatItLeadsTo) {
+  // tree\sub\into-outside -> ../../../outside/dir
+  v1::RmdirRequest rmdir;
+  rmdir.set_path(root_ + "\\kubelet\\tree");
+  rmdir.set_force(true);
+  auto result = host_->Call("/v1.Filesystem/Rmdir", rmdir, static_cast<v1::RmdirResponse*>(nullptr));
+  EXPECT_EQ(result.code, Code::kFailedPrecondition) << result.Describe();
+  EXPECT_NE(result.message.find("into-outside"), std::string::npos) << result.message;
+  EXPECT_FALSE(Exists(root_ + "\\kubelet\\tree\\plain"));  // what could go went
+}
+
+// ---- The system group
+
+// A throwaway service for the test: Wine's print spooler program under a name of our own (Wine's SCM restarts a
+// service only once per session, so each test that starts one makes its own).
+class ThrowawayService {
+ public:
+  explicit ThrowawayService(const std::wstring& name) : name_(name) {
+    manager_ = ::OpenSCManagerW(nullptr, nullptr, SC_MANAGER_ALL_ACCESS);
+    service_ = ::CreateServiceW(manager_, name.c_str(), L"csi-proxy throwaway test service", SERVICE_ALL_ACCESS,
+                                SERVICE_WIN32_OWN_PROCESS, SERVICE_DEMAND_START, SERVICE_ERROR_NORMAL,
+                                L"C:\\windows\\system32\\spoolsv.exe", nullptr, nullptr, nullptr, nullptr, nullptr);
+  }
+  ~ThrowawayService() {
+    if (service_ != nullptr) {
+      SERVICE_STATUS status;
+      ::ControlService(service_, SERVICE_CONTROL_STOP, &status);
+      ::DeleteService(service_);
+      ::CloseServiceHandle(service_);
+    }
+    if (manager_ != nullptr) ::CloseServiceHandle(manager_);
+  }
+  bool made() const { return service_ != nullptr; }
+
+ private:
+  std::wstring name_;
+  SC_HANDLE manager_ = nullptr;
+  SC_HANDLE service_ = nullptr;
+};
+
+class SystemDll : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(host_.Load(SYSTEM_LIBRARY).ok());
+    ASSERT_TRUE(host_.Negotiate().ok());
+    auto status = host_.Init("service_timeout_seconds = 20\n");
+    ASSERT_TRUE(status.ok()) << status.message();
+  }
+  void TearDown() override {
+    host_.Shutdown();
+    EXPECT_TRUE(host_.violations().empty());
+  }
+
+  csi_proxy::sdk::testing::CallResult GetService(const std::string& name, v1alpha1::GetServiceResponse* resp) {
+    v1alpha1::GetServiceRequest req;
+    req.set_name(name);
+    return host_.Call("/v1alpha1.System/GetService", req, resp);
+  }
+  csi_proxy::sdk::testing::CallResult Start(const std::string& name) {
+    v1alpha1::StartServiceRequest req;
+    req.set_name(name);
+    return host_.Call("/v1alpha1.System/StartService", req, static_cast<v1alpha1::StartServiceResponse*>(nullptr));
+  }
+  csi_proxy::sdk::testing::CallResult Stop(const std::string& name, bool force = false) {
+    v1alpha1::StopServiceRequest req;
+    req.set_name(name);
+    req.set_force(force);
+    return host_.Call("/v1alpha1.System/StopService", req, static_cast<v1alpha1::StopServiceResponse*>(nullptr));
+  }
+
+  FakeHost host_;
+};
+
+TEST_F(SystemDll, AServiceIsQueriedStartedAndStoppedThroughTheScm) {
+  ThrowawayService service(L"csi-proxy-test-svc");
+  ASSERT_TRUE(service.made());
+  v1alpha1::GetServiceResponse info;
+  auto got = GetService("CSI-Proxy-Test-Svc", &info);  // names are case-insensitive, as the SCM's
+  ASSERT_TRUE(got.ok()) << got.Describe();
+  EXPECT_EQ(info.display_name(), "csi-proxy throwaway test service");
+  EXPECT_EQ(info.start_type(), v1alpha1::MANUAL);
+  EXPECT_EQ(info.status(), v1alpha1::STOPPED);
+
+  EXPECT_TRUE(Stop("csi-proxy-test-svc").ok());  // stopped already: left alone
+  // Wine 8's SCM times service starts out after 10 s, and here even its own drivers' starts time out at boot
+  // (MountMgr, winebus, wineusb: error 1053), while it is still starting them one at a time, holding its
+  // database lock (error 1055), after wineboot returns; the service process then connects late, and a start
+  // asked for again finds it. So such a start is asked for again, for up to two minutes. On Windows a timeout
+  // is the service's own failure.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  auto started = Start("csi-proxy-test-svc");
+  while ((started.message.find("(error 1053)") != std::string::npos ||
+          started.message.find("(error 1055)") != std::string::npos) &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::cerr << "Wine's SCM timed out starting the service; asking again\n";
+    started = Start("csi-proxy-test-svc");
+  }
+  ASSERT_TRUE(started.ok()) << started.Describe();
+  ASSERT_TRUE(GetService("csi-proxy-test-svc", &info).ok());
+  EXPECT_EQ(info.status(), v1alpha1::RUNNING);
+  EXPECT_TRUE(Start("csi-proxy-test-svc").ok());  // running already: left alone
+  auto stopped = Stop("csi-proxy-test-svc", /*force=*/true);
+  ASSERT_TRUE(stopped.ok()) << stopped.Describe();
+  ASSERT_TRUE(GetService("csi-proxy-test-svc", &info).ok());
+  EXPECT_EQ(info.status(), v1alpha1::STOPPED);
+}
+
+TEST_F(SystemDll, NamesAndProtectedServicesAreRefusedBeforeTheScmIsAsked) {
+  v1alpha1::GetServiceResponse info;
+  EXPECT_EQ(GetService("no-such-service", &info).code, Code::kNotFound);
+  EXPECT_EQ(GetService("a\\b", &info).code, Code::kInvalidArgument);
+  EXPECT_EQ(GetService("", &info).code, Code::kInvalidArgument);
+  EXPECT_EQ(Start("kubelet").code, Code::kPermissionDenied);
+  EXPECT_EQ(Stop("RpcSs").code, Code::kPermissionDenied);
+  EXPECT_EQ(Stop("csi-proxy").code, Code::kPermissionDenied);
+  EXPECT_EQ(Start("no-such-service").code, Code::kNotFound);
+}
+
+TEST_F(SystemDll, TheBiosSerialIsTheSmbiosSystemSerial) {
+  v1alpha1::GetBIOSSerialNumberRequest req;
+  v1alpha1::GetBIOSSerialNumberResponse resp;
+  auto result = host_.Call("/v1alpha1.System/GetBIOSSerialNumber", req, &resp);
+  ASSERT_TRUE(result.ok()) << result.Describe();
+  // Wine builds its SMBIOS table from the host's DMI; without DMI (as in many VMs) the serial is empty.
+  std::ifstream dmi("Z:\\sys\\class\\dmi\\id\\product_serial");
+  std::string expected;
+  if (dmi) std::getline(dmi, expected);
+  EXPECT_EQ(resp.serial_number(), expected);
+}
+
+}  // namespace
