@@ -168,8 +168,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   Status failed;
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
-    auto server =
-        std::make_unique<EndpointServer>(EndpointPath(config_.endpoint_dir, name), BindingOf(endpoint, runtime), streams_);
+    auto server = std::make_unique<EndpointServer>(EndpointPath(config_.endpoint_dir, name),
+                                                   BindingOf(endpoint, runtime), streams_);
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
     failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
