@@ -44,6 +44,6 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions&, c
   return std::unique_ptr<SmbBackend>(std::make_unique<RecordingSmbBackend>());
 }
 
-Status CheckSmbSupport() { return Status::Ok(); }
+Status CheckSmbSupport(bool) { return Status::Ok(); }
 
 }  // namespace csi_proxy::smb

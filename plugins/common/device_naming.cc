@@ -31,20 +31,25 @@ std::string SelectPage83Identifier(std::string_view page) {
     uint8_t association = (byte(off + 1) >> 4) & 0x03;
     size_t length = byte(off + 3);
     if (off + 4 + length > end) break;
-    std::string_view designator = page.substr(off + 4, length);
-    if (association == 0 && code_set == 1) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      std::string hex;
-      for (unsigned char c : designator) {
-        hex.push_back(kHex[c >> 4]);
-        hex.push_back(kHex[c & 0x0f]);
-      }
-      return hex;
-    }
-    if (association == 0 && code_set == 2) return std::string(designator);
+    if (auto text = Page83Text(code_set, association, page.substr(off + 4, length))) return *text;
     off += 4 + length;
   }
   return {};
+}
+
+std::optional<std::string> Page83Text(uint32_t code_set, uint32_t association, std::string_view designator) {
+  if (association != 0) return std::nullopt;
+  if (code_set == 1) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string hex;
+    for (unsigned char c : designator) {
+      hex.push_back(kHex[c >> 4]);
+      hex.push_back(kHex[c & 0x0f]);
+    }
+    return hex;
+  }
+  if (code_set == 2) return std::string(designator);
+  return std::nullopt;
 }
 
 std::string ParseVpdSerial(std::string_view page) {
@@ -85,6 +90,25 @@ StatusOr<uint32_t> ParseDiskNumber(std::string_view text) {
     return InvalidArgument("disk id " + QuotePath(text) + " is not a disk number (a decimal number, see ListDiskIDs)");
   }
   return static_cast<uint32_t>(value);
+}
+
+std::optional<std::string> CanonicalVolumeGuidPath(std::string_view text) {
+  constexpr std::string_view kPrefix = "\\\\?\\Volume{";
+  if (text.size() >= 2 && text.back() == '\\') text.remove_suffix(1);
+  if (text.size() != kPrefix.size() + 37 || text.back() != '}' ||
+      AsciiLower(std::string(text.substr(0, kPrefix.size()))) != AsciiLower(std::string(kPrefix))) {
+    return std::nullopt;  // the object manager compares "Volume" without regard to case
+  }
+  std::string canonical(kPrefix);
+  const std::string_view guid = text.substr(kPrefix.size(), 36);
+  for (size_t i = 0; i < guid.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    char c = guid[i];
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+    canonical.push_back(c);
+  }
+  return canonical + "}\\";
 }
 
 }  // namespace csi_proxy::common

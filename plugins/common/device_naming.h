@@ -34,6 +34,10 @@ std::optional<ScsiAddress> ParseScsiAddress(std::string_view text);
 // as the raw bytes) wins, whatever its designator type. "" when none qualifies or the page is malformed.
 std::string SelectPage83Identifier(std::string_view vpd_page);
 
+// That rule on one designator, wherever it was read from (a VPD page, Windows' STORAGE_DEVICE_ID_DESCRIPTOR): the
+// page 0x83 text when the designator qualifies, nullopt when it does not.
+std::optional<std::string> Page83Text(uint32_t code_set, uint32_t association, std::string_view designator);
+
 // The page 0x83 text of an NVMe namespace, from its sysfs `eui` (the EUI-64 as "10 cc 96 36 b6 e3 ce 3b") and
 // `nguid` (the NGUID as "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"): "eui." and the lowercase hex digits of the EUI-64
 // when it is set (not all zeros), else of the NGUID; "" when neither is set or readable. This is the form the
@@ -42,6 +46,11 @@ std::string NvmePage83Identifier(std::string_view eui, std::string_view nguid);
 
 // The product serial number of a VPD page 0x80 (bytes 4 .. 4+length), untrimmed. "" when malformed.
 std::string ParseVpdSerial(std::string_view vpd_page);
+
+// A Windows volume GUID path, the form upstream's volume IDs take (MSFT_Volume.UniqueId, FindFirstVolume):
+// \\?\Volume{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}\ (in any case; the trailing backslash optional). The
+// canonical form is written so, with lowercase digits and the trailing backslash. nullopt for anything else.
+std::optional<std::string> CanonicalVolumeGuidPath(std::string_view text);
 
 // A disk number written as decimal text, as older API versions carry it ("7"). INVALID_ARGUMENT for anything
 // else: empty, signs, spaces, other digits, values beyond uint32.

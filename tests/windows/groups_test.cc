@@ -1,14 +1,16 @@
-// The filesystem and system groups on Windows, under Wine: one table of cases, each run two ways. Through the
-// SDK's fake host, the group's DLL (csi-proxy-filesystem.dll, csi-proxy-system.dll) is called in process through the
-// real C ABI; through csi-proxy.exe, the same DLLs serve on the host's named pipes
-// (\\.\pipe\csi-proxy-<group>-<version>) and a gRPC client calls them through the project's pipe dialer, as a
-// driver's Go client over go-winio does. The cases: every method of every version (filesystem v1, v1alpha1,
-// v1beta1, v1beta2, v2alpha1; system v1alpha1) with upstream's field numbers on the wire; the confinement rules
-// (`..`, prefix and case tricks, paths that are not drive paths, oversized and malformed requests) for every
-// method; links the system follows by itself inside the tree (Wine's host symlinks, planted by plant_links.sh
-// before the run); the system group against Wine's Service Control Manager and its SMBIOS table. Every filesystem
-// case also checks that nothing outside the allowed roots changed. Over the pipes only: parallel clients, each
-// pipe serving its own version's methods, the audit log of a filesystem call.
+// The filesystem, system, disk and volume groups on Windows, under Wine: one table of cases, each run two ways.
+// Through the SDK's fake host, the group's DLL (csi-proxy-<group>.dll) is called in process through the real C ABI;
+// through csi-proxy.exe, the same DLLs serve on the host's named pipes (\\.\pipe\csi-proxy-<group>-<version>) and
+// a gRPC client calls them through the project's pipe dialer, as a driver's Go client over go-winio does. The
+// cases: every filesystem and system method of every version (filesystem v1, v1alpha1, v1beta1, v1beta2, v2alpha1;
+// system v1alpha1) with upstream's field numbers on the wire; the confinement rules (`..`, prefix and case tricks,
+// paths that are not drive paths, oversized and malformed requests) for every method; links the system follows by
+// itself inside the tree (Wine's host symlinks, planted by plant_links.sh before the run); the system group against
+// Wine's Service Control Manager and its SMBIOS table; the disk and volume groups against Wine's disk and volumes:
+// reads answer from Wine's devices, writes say what Wine lacks (the Storage Management API's WMI classes, volume
+// flushes) or refuse the node's own volumes, and change nothing. Every case with roots also checks that nothing
+// outside them changed. Over the pipes only: parallel clients, each pipe serving its own version's methods, the
+// audit log of a filesystem call.
 //
 // What Wine cannot show (it has no reparse points: CreateSymbolicLink does nothing there and
 // FSCTL_SET_REPARSE_POINT is not supported) is asserted as such: CreateSymlink fails cleanly and leaves nothing.
@@ -30,13 +32,25 @@
 
 #include "group_caller.h"
 #include "pipe_client_identity_windows.h"
+#include "v1/disk.pb.h"
 #include "v1/filesystem.pb.h"
+#include "v1/volume.pb.h"
+#include "v1alpha1/disk.pb.h"
 #include "v1alpha1/filesystem.pb.h"
 #include "v1alpha1/system.pb.h"
+#include "v1alpha1/volume.pb.h"
+#include "v1beta1/disk.pb.h"
 #include "v1beta1/filesystem.pb.h"
+#include "v1beta1/volume.pb.h"
+#include "v1beta2/disk.pb.h"
 #include "v1beta2/filesystem.pb.h"
+#include "v1beta2/volume.pb.h"
+#include "v1beta3/disk.pb.h"
+#include "v1beta3/volume.pb.h"
 #include "v2alpha1/filesystem.pb.h"
+#include "v2alpha1/volume.pb.h"
 #include "windows_host.h"
+#include "wmi_windows.h"
 
 namespace csi_proxy::testing {
 namespace {
@@ -163,11 +177,25 @@ std::string TomlList(const std::vector<std::string>& items) {
   return "[" + out + "]";
 }
 
-const std::vector<std::string> kEndpoints = {"csi-proxy-filesystem-v1",       "csi-proxy-filesystem-v1alpha1",
-                                             "csi-proxy-filesystem-v1beta1",  "csi-proxy-filesystem-v1beta2",
-                                             "csi-proxy-filesystem-v2alpha1", "csi-proxy-system-v1alpha1"};
+const std::vector<std::string> kEndpoints = {"csi-proxy-filesystem-v1",
+                                             "csi-proxy-filesystem-v1alpha1",
+                                             "csi-proxy-filesystem-v1beta1",
+                                             "csi-proxy-filesystem-v1beta2",
+                                             "csi-proxy-filesystem-v2alpha1",
+                                             "csi-proxy-system-v1alpha1",
+                                             "csi-proxy-disk-v1",
+                                             "csi-proxy-disk-v1beta3",
+                                             "csi-proxy-disk-v1beta2",
+                                             "csi-proxy-disk-v1beta1",
+                                             "csi-proxy-disk-v1alpha1",
+                                             "csi-proxy-volume-v1",
+                                             "csi-proxy-volume-v2alpha1",
+                                             "csi-proxy-volume-v1beta3",
+                                             "csi-proxy-volume-v1beta2",
+                                             "csi-proxy-volume-v1beta1",
+                                             "csi-proxy-volume-v1alpha1"};
 
-// csi-proxy.exe serving both groups for the whole run with the roots of Way::kCsiProxyExe: started by the first
+// csi-proxy.exe serving every group for the whole run with the roots of Way::kCsiProxyExe: started by the first
 // case that calls through it, stopped as an admin stops it (Ctrl-C, exit code 0) after the last one, its
 // directories removed.
 class CsiProxyExe : public ::testing::Environment {
@@ -176,10 +204,15 @@ class CsiProxyExe : public ::testing::Environment {
     if (host_ == nullptr) {
       Roots roots = RootsOf(Way::kCsiProxyExe);
       roots.Reset();
+      std::string tables;
+      for (const auto& [group, library] : {std::pair{"filesystem", FILESYSTEM_LIBRARY},
+                                           {"disk", DISK_LIBRARY},
+                                           {"volume", VOLUME_LIBRARY},
+                                           {"system", SYSTEM_LIBRARY}}) {
+        tables += "[groups." + std::string(group) + "]\nlibrary = " + TomlPath(library) + "\nrequired = true\n";
+      }
       host_ = std::make_unique<WindowsHost>(
-          "[groups.filesystem]\nlibrary = " + TomlPath(FILESYSTEM_LIBRARY) + "\nrequired = true\n\n" +
-              "[groups.system]\nlibrary = " + TomlPath(SYSTEM_LIBRARY) + "\nrequired = true\n" +
-              "service_timeout_seconds = 20\n",
+          tables + "service_timeout_seconds = 20\n",  // the system group's, the last table
           "kubelet_path = " + TomlPath(roots.kubelet()) + "\nworking_dirs = " + TomlList(roots.working_dirs()));
       if (!host_->Start(kEndpoints)) error_ = host_->error();
     }
@@ -419,13 +452,14 @@ class GroupCase : public ::testing::TestWithParam<Way> {
   std::unique_ptr<GroupCaller> caller_;
 };
 
-class FilesystemGroup : public GroupCase {
+// A group that takes paths, with the way's roots fresh for each case; nothing outside them may change.
+class GroupWithRoots : public GroupCase {
  protected:
-  void SetUp() override {
+  void ConnectWithRoots(const std::string& library) {
     roots_ = RootsOf(GetParam());
     roots_.Reset();
     before_ = roots_.Outside();
-    Connect(FILESYSTEM_LIBRARY,
+    Connect(library,
             {.kubelet_path = roots_.kubelet(), .working_dirs = roots_.working_dirs(), .state_dir = roots_.state()}, "");
   }
   void TearDown() override {
@@ -433,10 +467,14 @@ class FilesystemGroup : public GroupCase {
     EXPECT_EQ(roots_.Outside(), before_) << "something outside the allowed roots changed";
   }
 
-  std::string kubelet() const { return roots_.kubelet(); }
-
   Roots roots_;
   std::map<std::string, std::string> before_;
+};
+
+class FilesystemGroup : public GroupWithRoots {
+ protected:
+  void SetUp() override { ConnectWithRoots(FILESYSTEM_LIBRARY); }
+  std::string kubelet() const { return roots_.kubelet(); }
 };
 
 INSTANTIATE_TEST_SUITE_P(Ways, FilesystemGroup, ::testing::Values(Way::kFakeHost, Way::kCsiProxyExe), WayName);
@@ -959,6 +997,270 @@ TEST_P(SystemGroup, TheBiosSerialIsTheSmbiosSystemSerial) {
   std::string expected;
   if (dmi) std::getline(dmi, expected);
   EXPECT_EQ(resp.serial_number(), expected);
+}
+
+// ---- The disk group, both ways
+
+class DiskGroup : public GroupCase {
+ protected:
+  void SetUp() override { Connect(DISK_LIBRARY, {}, ""); }
+
+  // The size Wine's WMI reports for disk 0 (Win32_DiskDrive), a second source for what the IOCTLs say.
+  static uint64_t WmiDiskSize() {
+    auto session = common::ConnectWmi(common::wmi::kCimV2Namespace);
+    if (!session.ok()) return 0;
+    auto disks = (*session)->Execute({"Win32_DiskDrive", {"Index", "Size"}, {{"Index", "=", int64_t{0}}}});
+    if (!disks.ok() || disks->empty()) return 0;
+    auto size = disks->front().GetUint("Size");
+    return size.ok() ? *size : 0;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Ways, DiskGroup, ::testing::Values(Way::kFakeHost, Way::kCsiProxyExe), WayName);
+
+TEST_P(DiskGroup, ReadsAnswerFromWinesDisk) {
+  v1::ListDiskIDsResponse ids;
+  auto listed = caller_->Call("/v1.Disk/ListDiskIDs", v1::ListDiskIDsRequest(), &ids);
+  ASSERT_TRUE(listed.ok()) << listed.Describe();
+  ASSERT_TRUE(ids.diskids().count(0)) << "Wine's \\\\.\\PhysicalDrive0";
+  // Wine's disk answers no device id query and has no serial in its descriptor.
+  EXPECT_EQ(ids.diskids().at(0).page83(), "");
+  EXPECT_EQ(ids.diskids().at(0).serial_number(), "");
+
+  v1::ListDiskLocationsResponse locations;
+  ASSERT_TRUE(caller_->Call("/v1.Disk/ListDiskLocations", v1::ListDiskLocationsRequest(), &locations).ok());
+  EXPECT_TRUE(locations.disk_locations().empty()) << "Wine's disk has no SCSI address";
+
+  v1::GetDiskStatsRequest stats;
+  stats.set_disk_number(0);
+  v1::GetDiskStatsResponse size;
+  auto sized = caller_->Call("/v1.Disk/GetDiskStats", stats, &size);
+  ASSERT_TRUE(sized.ok()) << sized.Describe();
+  EXPECT_GT(size.total_bytes(), 0);
+  EXPECT_EQ(static_cast<uint64_t>(size.total_bytes()), WmiDiskSize());
+  stats.set_disk_number(7);
+  EXPECT_EQ(caller_->Call("/v1.Disk/GetDiskStats", stats, &size).code, Code::kNotFound);
+
+  // Wine's disk driver keeps no disk attributes: the state is unknown, and said so.
+  v1::GetDiskStateRequest state;
+  state.set_disk_number(0);
+  v1::GetDiskStateResponse online;
+  auto got = caller_->Call("/v1.Disk/GetDiskState", state, &online);
+  EXPECT_EQ(got.code, Code::kUnimplemented) << got.Describe();
+  EXPECT_NE(got.message.find("IOCTL_DISK_GET_DISK_ATTRIBUTES"), std::string::npos) << got.message;
+}
+
+TEST_P(DiskGroup, OlderVersionsReadTheSameDisk) {
+  v1beta3::ListDiskIDsResponse v1beta3_ids;
+  ASSERT_TRUE(caller_->Call("/v1beta3.Disk/ListDiskIDs", v1beta3::ListDiskIDsRequest(), &v1beta3_ids).ok());
+  EXPECT_TRUE(v1beta3_ids.diskids().count(0));
+  v1beta2::DiskStatsRequest v1beta2_stats;
+  v1beta2_stats.set_diskid("0");
+  v1beta2::DiskStatsResponse v1beta2_size;
+  ASSERT_TRUE(caller_->Call("/v1beta2.Disk/DiskStats", v1beta2_stats, &v1beta2_size).ok());
+  EXPECT_EQ(static_cast<uint64_t>(v1beta2_size.disksize()), WmiDiskSize());
+  v1beta2_stats.set_diskid("zero");
+  EXPECT_EQ(caller_->Call("/v1beta2.Disk/DiskStats", v1beta2_stats, &v1beta2_size).code, Code::kInvalidArgument);
+  v1beta1::ListDiskIDsResponse v1beta1_ids;
+  ASSERT_TRUE(caller_->Call("/v1beta1.Disk/ListDiskIDs", v1beta1::ListDiskIDsRequest(), &v1beta1_ids).ok());
+  ASSERT_TRUE(v1beta1_ids.diskids().count("0"));
+  EXPECT_EQ(v1beta1_ids.diskids().at("0").identifiers().at("serialNumber"), "");
+  v1alpha1::ListDiskLocationsResponse v1alpha1_locations;
+  EXPECT_TRUE(
+      caller_->Call("/v1alpha1.Disk/ListDiskLocations", v1alpha1::ListDiskLocationsRequest(), &v1alpha1_locations)
+          .ok());
+  v1alpha1::GetDiskNumberByNameRequest by_name;
+  by_name.set_disk_name("Google  persistent-disk-1");
+  v1alpha1::GetDiskNumberByNameResponse number;
+  EXPECT_EQ(caller_->Call("/v1alpha1.Disk/GetDiskNumberByName", by_name, &number).code, Code::kNotFound);
+}
+
+TEST_P(DiskGroup, WritesSayWhatWineLacksAndChangeNothing) {
+  const std::string lacks = "no WMI class MSFT_Disk in ROOT\\Microsoft\\Windows\\Storage";
+  v1::PartitionDiskRequest partition;
+  partition.set_disk_number(0);
+  auto partitioned =
+      caller_->Call("/v1.Disk/PartitionDisk", partition, static_cast<v1::PartitionDiskResponse*>(nullptr));
+  EXPECT_EQ(partitioned.code, Code::kUnimplemented) << partitioned.Describe();
+  EXPECT_NE(partitioned.message.find(lacks), std::string::npos) << partitioned.message;
+  partition.set_disk_number(7);
+  EXPECT_EQ(caller_->Call("/v1.Disk/PartitionDisk", partition, static_cast<v1::PartitionDiskResponse*>(nullptr)).code,
+            Code::kNotFound);
+
+  v1::SetDiskStateRequest state;
+  state.set_disk_number(0);
+  state.set_is_online(false);
+  auto set = caller_->Call("/v1.Disk/SetDiskState", state, static_cast<v1::SetDiskStateResponse*>(nullptr));
+  EXPECT_EQ(set.code, Code::kUnimplemented) << set.Describe();
+  EXPECT_NE(set.message.find(lacks), std::string::npos) << set.message;
+
+  auto rescanned = caller_->Call("/v1.Disk/Rescan", v1::RescanRequest(), static_cast<v1::RescanResponse*>(nullptr));
+  EXPECT_EQ(rescanned.code, Code::kUnimplemented) << rescanned.Describe();
+  EXPECT_NE(rescanned.message.find("MSFT_StorageSetting"), std::string::npos) << rescanned.message;
+
+  v1beta2::SetAttachStateRequest attach;
+  attach.set_diskid("0");
+  attach.set_isonline(true);
+  EXPECT_EQ(
+      caller_->Call("/v1beta2.Disk/SetAttachState", attach, static_cast<v1beta2::SetAttachStateResponse*>(nullptr))
+          .code,
+      Code::kUnimplemented);
+  v1alpha1::PartitionDiskRequest old_partition;
+  old_partition.set_diskid("0");
+  EXPECT_EQ(
+      caller_
+          ->Call("/v1alpha1.Disk/PartitionDisk", old_partition, static_cast<v1alpha1::PartitionDiskResponse*>(nullptr))
+          .code,
+      Code::kUnimplemented);
+
+  // Still the same disk, and still answering.
+  v1::GetDiskStatsRequest stats;
+  stats.set_disk_number(0);
+  v1::GetDiskStatsResponse size;
+  ASSERT_TRUE(caller_->Call("/v1.Disk/GetDiskStats", stats, &size).ok());
+  EXPECT_EQ(static_cast<uint64_t>(size.total_bytes()), WmiDiskSize());
+}
+
+// ---- The volume group, both ways
+
+// Wine's volumes are its drives (C: and Z:, volume GUID paths of their own), partitions 1 and 2 of its disk 0.
+class VolumeGroup : public GroupWithRoots {
+ protected:
+  void SetUp() override {
+    ConnectWithRoots(VOLUME_LIBRARY);
+    ASSERT_TRUE(CreateDirectoryW(host::Widen(staging()).c_str(), nullptr));
+    wchar_t name[MAX_PATH];
+    ASSERT_TRUE(GetVolumeNameForVolumeMountPointW(L"C:\\", name, MAX_PATH));
+    c_volume_ = host::Narrow(name);
+  }
+
+  std::string staging() const { return roots_.kubelet() + "\\staging"; }
+  CallResult Call(const std::string& method, const google::protobuf::MessageLite& request,
+                  google::protobuf::MessageLite* response = nullptr) {
+    return caller_->Call(method, request, response);
+  }
+
+  std::string c_volume_;  // \\?\Volume{...}\ of C:, as Wine's mount manager names it
+};
+
+INSTANTIATE_TEST_SUITE_P(Ways, VolumeGroup, ::testing::Values(Way::kFakeHost, Way::kCsiProxyExe), WayName);
+
+TEST_P(VolumeGroup, ReadsAnswerFromWinesVolumes) {
+  v1::ListVolumesOnDiskRequest list;
+  list.set_disk_number(0);
+  v1::ListVolumesOnDiskResponse volumes;
+  auto listed = Call("/v1.Volume/ListVolumesOnDisk", list, &volumes);
+  ASSERT_TRUE(listed.ok()) << listed.Describe();
+  ASSERT_EQ(volumes.volume_ids_size(), 2) << "C: and Z:";
+  EXPECT_EQ(volumes.volume_ids(0), c_volume_);
+  list.set_partition_number(2);
+  ASSERT_TRUE(Call("/v1.Volume/ListVolumesOnDisk", list, &volumes).ok());
+  ASSERT_EQ(volumes.volume_ids_size(), 1);
+  EXPECT_NE(volumes.volume_ids(0), c_volume_);
+  list.set_disk_number(7);
+  EXPECT_EQ(Call("/v1.Volume/ListVolumesOnDisk", list, &volumes).code, Code::kNotFound);
+
+  v1::IsVolumeFormattedRequest formatted;
+  formatted.set_volume_id(c_volume_);
+  v1::IsVolumeFormattedResponse is_formatted;
+  ASSERT_TRUE(Call("/v1.Volume/IsVolumeFormatted", formatted, &is_formatted).ok());
+  EXPECT_TRUE(is_formatted.formatted());
+
+  v1::GetVolumeStatsRequest stats;
+  stats.set_volume_id(c_volume_);
+  v1::GetVolumeStatsResponse sizes;
+  ASSERT_TRUE(Call("/v1.Volume/GetVolumeStats", stats, &sizes).ok());
+  ULARGE_INTEGER available{}, total{}, free{};
+  ASSERT_TRUE(::GetDiskFreeSpaceExW(L"C:\\", &available, &total, &free));
+  EXPECT_EQ(static_cast<uint64_t>(sizes.total_bytes()), total.QuadPart);
+  // The host's other work changes what is free between the two reads; not by a gigabyte.
+  EXPECT_NEAR(static_cast<double>(sizes.used_bytes()), static_cast<double>(total.QuadPart - free.QuadPart), 1e9);
+
+  v1::GetDiskNumberFromVolumeIDRequest disk;
+  disk.set_volume_id(c_volume_);
+  v1::GetDiskNumberFromVolumeIDResponse number;
+  ASSERT_TRUE(Call("/v1.Volume/GetDiskNumberFromVolumeID", disk, &number).ok());
+  EXPECT_EQ(number.disk_number(), 0u);
+
+  // The staging directory is no mount point; the volume that holds it is C:'s.
+  v1::GetVolumeIDFromTargetPathRequest exact;
+  exact.set_target_path(staging());
+  v1::GetVolumeIDFromTargetPathResponse id;
+  EXPECT_EQ(Call("/v1.Volume/GetVolumeIDFromTargetPath", exact, &id).code, Code::kNotFound);
+  v2alpha1::GetClosestVolumeIDFromTargetPathRequest closest;
+  closest.set_target_path(staging());
+  v2alpha1::GetClosestVolumeIDFromTargetPathResponse closest_id;
+  auto found = Call("/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath", closest, &closest_id);
+  ASSERT_TRUE(found.ok()) << found.Describe();
+  EXPECT_EQ(closest_id.volume_id(), c_volume_);
+
+  // IDs as on Linux: malformed INVALID_ARGUMENT, unknown NOT_FOUND.
+  formatted.set_volume_id("/dev/sdb1");
+  EXPECT_EQ(Call("/v1.Volume/IsVolumeFormatted", formatted, &is_formatted).code, Code::kInvalidArgument);
+  formatted.set_volume_id("\\\\?\\Volume{99999999-9999-9999-9999-999999999999}\\");
+  EXPECT_EQ(Call("/v1.Volume/IsVolumeFormatted", formatted, &is_formatted).code, Code::kNotFound);
+}
+
+TEST_P(VolumeGroup, OlderVersionsReadTheSameVolumes) {
+  v1beta2::ListVolumesOnDiskRequest list;
+  list.set_disk_id("0");
+  v1beta2::ListVolumesOnDiskResponse volumes;
+  ASSERT_TRUE(Call("/v1beta2.Volume/ListVolumesOnDisk", list, &volumes).ok());
+  EXPECT_EQ(volumes.volume_ids_size(), 2);
+  v1beta3::VolumeStatsRequest stats;
+  stats.set_volume_id(c_volume_);
+  v1beta3::VolumeStatsResponse sizes;
+  ASSERT_TRUE(Call("/v1beta3.Volume/VolumeStats", stats, &sizes).ok());
+  EXPECT_GT(sizes.volume_size(), 0);
+  v1beta1::VolumeDiskNumberRequest disk;
+  disk.set_volume_id(c_volume_);
+  v1beta1::VolumeDiskNumberResponse number;
+  ASSERT_TRUE(Call("/v1beta1.Volume/GetVolumeDiskNumber", disk, &number).ok());
+  EXPECT_EQ(number.disknumber(), 0);
+  v1alpha1::IsVolumeFormattedRequest formatted;
+  formatted.set_volume_id(c_volume_);
+  v1alpha1::IsVolumeFormattedResponse is_formatted;
+  ASSERT_TRUE(Call("/v1alpha1.Volume/IsVolumeFormatted", formatted, &is_formatted).ok());
+  EXPECT_TRUE(is_formatted.formatted());
+}
+
+TEST_P(VolumeGroup, WritesRefuseTheNodesVolumesOrSayWhatWineLacksAndChangeNothing) {
+  // Wine's only volumes are its drives, volumes of the node itself: not mounted into the kubelet tree, not
+  // formatted.
+  v1::MountVolumeRequest mount;
+  mount.set_volume_id(c_volume_);
+  mount.set_target_path(staging());
+  auto mounted = Call("/v1.Volume/MountVolume", mount);
+  EXPECT_EQ(mounted.code, Code::kFailedPrecondition) << mounted.Describe();
+  EXPECT_NE(mounted.message.find("is mounted at \"C:\\\\\", outside the allowed roots"), std::string::npos)
+      << mounted.message;
+  v1::FormatVolumeRequest format;
+  format.set_volume_id(c_volume_);
+  auto formatted = Call("/v1.Volume/FormatVolume", format);
+  EXPECT_EQ(formatted.code, Code::kFailedPrecondition) << formatted.Describe();
+  format.set_fs_type("ext4");
+  EXPECT_EQ(Call("/v1.Volume/FormatVolume", format).code, Code::kInvalidArgument);
+
+  // What Wine lacks, named.
+  v1::ResizeVolumeRequest resize;
+  resize.set_volume_id(c_volume_);
+  auto resized = Call("/v1.Volume/ResizeVolume", resize);
+  EXPECT_EQ(resized.code, Code::kUnimplemented) << resized.Describe();
+  EXPECT_NE(resized.message.find("no WMI class MSFT_Partition"), std::string::npos) << resized.message;
+  v1::WriteVolumeCacheRequest flush;
+  flush.set_volume_id(c_volume_);
+  auto flushed = Call("/v1.Volume/WriteVolumeCache", flush);
+  EXPECT_EQ(flushed.code, Code::kUnimplemented) << flushed.Describe();
+  EXPECT_NE(flushed.message.find("cannot flush a volume"), std::string::npos) << flushed.message;
+
+  // Nothing is mounted at the staging directory: unmounting it is done already, and it stays a directory.
+  v1::UnmountVolumeRequest unmount;
+  unmount.set_volume_id(c_volume_);
+  unmount.set_target_path(staging());
+  EXPECT_TRUE(Call("/v1.Volume/UnmountVolume", unmount).ok());
+  EXPECT_TRUE(IsDirectory(staging()));
+  unmount.set_target_path(roots_.outside());
+  EXPECT_EQ(Call("/v1.Volume/UnmountVolume", unmount).code, Code::kPermissionDenied);
 }
 
 }  // namespace

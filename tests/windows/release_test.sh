@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The release zip as an admin uses it on a node, under Wine (the Windows lane's fresh prefix): extracted into
 # C:\csi-proxy-release, its layout checked (csi-proxy.exe at the top, as upstream's release has it), the service
-# installed and started from there by install.cmd, csi-proxyctl.exe from the zip calling the filesystem and system
-# groups through the service's pipes, then the service stopped and removed by uninstall.cmd. Nothing of the build
+# installed and started from there by install.cmd, serving every group the default configuration enables,
+# csi-proxyctl.exe from the zip calling the filesystem and system groups through the service's pipes, then the service stopped and removed by uninstall.cmd. Nothing of the build
 # tree is used but the zip; what the test made is removed, also when it fails.
 #
 #   tests/windows/release_test.sh ZIP SOURCE_DIR      (inside scripts/windows/wine-session.sh)
@@ -36,8 +36,8 @@ mkdir -p "$dir"
 (cd "$dir" && cmake -E tar xf "$zip")
 
 # What a node runs at the top, the SDK below sdk\; nothing else of the build.
-for f in csi-proxy.exe csi-proxyctl.exe csi-proxy-filesystem.dll csi-proxy-system.dll csi-proxy.toml install.cmd \
-  uninstall.cmd sdk/include/csi_proxy/plugin_abi.h sdk/include/csi_proxy/testing/fake_host.hpp \
+for f in csi-proxy.exe csi-proxyctl.exe csi-proxy-filesystem.dll csi-proxy-system.dll csi-proxy-disk.dll \
+  csi-proxy-volume.dll csi-proxy.toml install.cmd uninstall.cmd sdk/include/csi_proxy/plugin_abi.h sdk/include/csi_proxy/testing/fake_host.hpp \
   sdk/lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake sdk/lib/cmake/CsiProxySdk/mingw-w64-x86_64.cmake \
   sdk/lib/cmake/CsiProxySdk/tools/protoc-gen-csi-proxy.cc; do
   [ -f "$dir/$f" ] || fail "the zip has no $f"
@@ -70,7 +70,7 @@ $(cat "$dir/csi-proxy.log" 2>/dev/null)"
 
 ctl() { "$wine" "$win_dir\\csi-proxyctl.exe" "$@" 2>&1; }
 status=$(ctl status) || fail "csi-proxyctl.exe status: $status"
-for group in filesystem system; do
+for group in filesystem system disk volume; do
   grep -q "group $group ($group): serving" <<<"$status" || fail "the service does not serve $group: $status"
 done
 answer=$(ctl call csi-proxy-filesystem-v1 PathExists '{"path": "C:\\var\\lib\\kubelet-release"}') ||

@@ -23,11 +23,11 @@ class GroupCaller {
   // Calls `method` ("/v1.Filesystem/Mkdir") with the serialized request.
   virtual CallResult CallRaw(const std::string& method, const std::string& request) = 0;
 
-  // The same with messages; the response is parsed into `response` when the call succeeds.
+  // The same with messages; the response is parsed into `response` (if given) when the call succeeds.
   CallResult Call(const std::string& method, const google::protobuf::MessageLite& request,
                   google::protobuf::MessageLite* response) {
     CallResult result = CallRaw(method, request.SerializeAsString());
-    if (result.ok() && !response->ParseFromString(result.response)) {
+    if (result.ok() && response != nullptr && !response->ParseFromString(result.response)) {
       result.code = Code::kInternal;
       result.message = "the response does not parse as " + response->GetTypeName();
     }
