@@ -13,6 +13,7 @@
 
 #include "config/access_lists.h"
 #include "config/default_paths.h"
+#include "config/group_privileges.h"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
@@ -22,13 +23,20 @@ struct GroupConfig {
   std::string name;    // the table name in [groups.<name>]
   std::string source;  // the configuration file, for messages
   bool enabled = true;
-  bool required = false;                 // a group that cannot be loaded stops the host instead of being skipped
-  std::string library;                   // absolute path of the group library
-  std::vector<std::string> versions;     // versions to serve; empty means every version the library offers
-  int workers = 0;                       // handlers of this group that may run at once; 0: [host] workers
-  int max_queued_calls = 64;             // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
-  int max_request_bytes = 64 * 1024;     // the largest request accepted; the API's requests are paths and names
-  AccessLists access;                    // the lists this table gives; see MergeAccessLists for the rest
+  bool required = false;              // a group that cannot be loaded stops the host instead of being skipped
+  std::string library;                // absolute path of the group library
+  std::vector<std::string> versions;  // versions to serve; empty means every version the library offers
+  int workers = 0;                    // handlers of this group that may run at once; 0: [host] workers
+  int max_queued_calls = 64;          // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
+  int max_request_bytes = 64 * 1024;  // the largest request accepted; the API's requests are paths and names
+  AccessLists access;                 // the lists this table gives; see MergeAccessLists for the rest
+  // What the group's runner may do: the defaults for its table name (DefaultGroupPrivileges), key by key replaced
+  // by the table's capabilities, user, group, max_memory_bytes, max_open_files and max_tasks.
+  GroupPrivileges privileges;
+  // The first of those keys the table sets ("groups.disk.capabilities") and its line; empty when it sets none.
+  // Such a table asks for its group to be confined, which only a runner does (RefuseUnappliedPrivileges).
+  std::string privilege_key;
+  int privilege_key_line = 0;
   toml::table settings;                  // the group's own keys, handed to the library as they are
   std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
 };
@@ -95,6 +103,11 @@ bool IsValidGroupName(std::string_view name);
 inline constexpr const char* kGroupNameRule =
     "a valid group name (lowercase letters and digits, starting with a letter, at most 32 characters)";
 static_assert(CSI_PROXY_GROUP_NAME_MAX == 32, "kGroupNameRule states the limit");
+
+// Refuses a group table that sets a privilege key although its group is not `isolated` (it runs in the host's
+// process, with the host's privileges): a confinement written down but not applied would mislead its reader.
+// The error names the key and its line. OK for a table that sets none of them, or for an isolated group.
+Status RefuseUnappliedPrivileges(const GroupConfig& group, bool isolated);
 
 // The keys of a [groups.<name>] table that the host consumes (the library never sees them).
 const std::vector<std::string>& GroupHostKeys();
