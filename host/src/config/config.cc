@@ -24,16 +24,18 @@ namespace {
 namespace fs = std::filesystem;
 
 // The keys of a [groups.<name>] table that the host consumes; every other key is the library's.
-const std::set<std::string> kGroupHostKeys = {
-    "enabled",          "required",          "library",      "versions",     "workers",
-    "max_queued_calls", "max_request_bytes", "allowed_uids", "allowed_gids", "read_only_uids",
-    "read_only_gids",   "capabilities",      "user",         "group",        "max_memory_bytes",
-    "max_open_files",   "max_tasks"};
+const std::set<std::string> kGroupHostKeys = {"enabled",      "required",         "library",           "versions",
+                                              "workers",      "max_queued_calls", "max_request_bytes", "allowed_uids",
+                                              "allowed_gids", "read_only_uids",   "read_only_gids"};
 
-// The keys that confine an isolated group's runner (config/group_privileges.h), in the order a message names the
-// first one set.
+// The host's keys that confine an isolated group's runner (config/group_privileges.h).
 const std::vector<std::string> kPrivilegeKeys = {"capabilities",     "user",           "group",
                                                  "max_memory_bytes", "max_open_files", "max_tasks"};
+
+bool IsGroupHostKey(const std::string& key) {
+  return kGroupHostKeys.count(key) > 0 ||
+         std::find(kPrivilegeKeys.begin(), kPrivilegeKeys.end(), key) != kPrivilegeKeys.end();
+}
 
 std::string Where(const std::string& source, const toml::node& node) {
   const auto& begin = node.source().begin;
@@ -174,11 +176,12 @@ Status ReadAccount(const std::string& source, const toml::table& t, const std::s
 Status ReadPrivileges(const std::string& source, const toml::table& t, const std::string& table_name, GroupConfig& g) {
   GroupPrivileges& p = g.privileges;
   p = DefaultGroupPrivileges(g.name);
-  for (const std::string& key : kPrivilegeKeys) {
-    if (const toml::node* n = t.get(key)) {
+  for (const std::string& key : kPrivilegeKeys) {  // the first in the file, for the message
+    const toml::node* n = t.get(key);
+    const int line = n == nullptr ? 0 : static_cast<int>(n->source().begin.line);
+    if (n != nullptr && (g.privilege_key.empty() || line < g.privilege_key_line)) {
       g.privilege_key = table_name + "." + key;
-      g.privilege_key_line = static_cast<int>(n->source().begin.line);
-      break;
+      g.privilege_key_line = line;
     }
   }
   if (const toml::node* n = t.get("capabilities")) {
@@ -429,7 +432,7 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   CSI_PROXY_RETURN_IF_ERROR(ReadPrivileges(source, *t, table_name, g));
   for (const auto& [key, value] : *t) {
     std::string k(key.str());
-    if (kGroupHostKeys.count(k)) continue;
+    if (IsGroupHostKey(k)) continue;
     g.settings.insert(k, value);
     g.key_lines[k] = static_cast<int>(value.source().begin.line);
   }
@@ -455,7 +458,11 @@ Status RefuseUnappliedPrivileges(const GroupConfig& group, bool isolated) {
 }
 
 const std::vector<std::string>& GroupHostKeys() {
-  static const std::vector<std::string> keys(kGroupHostKeys.begin(), kGroupHostKeys.end());
+  static const std::vector<std::string> keys = [] {
+    std::set<std::string> all = kGroupHostKeys;
+    all.insert(kPrivilegeKeys.begin(), kPrivilegeKeys.end());
+    return std::vector<std::string>(all.begin(), all.end());
+  }();
   return keys;
 }
 

@@ -23,13 +23,16 @@ struct GroupConfig {
   std::string name;    // the table name in [groups.<name>]
   std::string source;  // the configuration file, for messages
   bool enabled = true;
-  bool required = false;              // a group that cannot be loaded stops the host instead of being skipped
-  std::string library;                // absolute path of the group library
-  std::vector<std::string> versions;  // versions to serve; empty means every version the library offers
-  int workers = 0;                    // handlers of this group that may run at once; 0: [host] workers
-  int max_queued_calls = 64;          // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
-  int max_request_bytes = 64 * 1024;  // the largest request accepted; the API's requests are paths and names
-  AccessLists access;                 // the lists this table gives; see MergeAccessLists for the rest
+  bool required = false;                 // a group that cannot be loaded stops the host instead of being skipped
+  std::string library;                   // absolute path of the group library
+  std::vector<std::string> versions;     // versions to serve; empty means every version the library offers
+  int workers = 0;                       // handlers of this group that may run at once; 0: [host] workers
+  int max_queued_calls = 64;             // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
+  int max_request_bytes = 64 * 1024;     // the largest request accepted; the API's requests are paths and names
+  AccessLists access;                    // the lists this table gives; see MergeAccessLists for the rest
+  toml::table settings;                  // the group's own keys, handed to the library as they are
+  std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
+
   // What the group's runner may do: the defaults for its table name (DefaultGroupPrivileges), key by key replaced
   // by the table's capabilities, user, group, max_memory_bytes, max_open_files and max_tasks.
   GroupPrivileges privileges;
@@ -37,8 +40,6 @@ struct GroupConfig {
   // Such a table asks for its group to be confined, which only a runner does (RefuseUnappliedPrivileges).
   std::string privilege_key;
   int privilege_key_line = 0;
-  toml::table settings;                  // the group's own keys, handed to the library as they are
-  std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
 };
 
 struct HostConfig {
