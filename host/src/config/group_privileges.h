@@ -50,8 +50,8 @@ GroupPrivileges DefaultGroupPrivileges(std::string_view table_name);
 // events, the clock, raw I/O ports, obsolete calls). A name the running architecture lacks is skipped there.
 const std::vector<std::string_view>& RefusedSystemCalls();
 
-// One line for `csi-proxyctl status`: "capabilities: CAP_SYS_ADMIN,CAP_SYS_RAWIO; user: root; no_new_privs;
-// seccomp: 41 system calls refused (EPERM); limits: memory 1024 MiB, open files 4096, tasks 512".
+// One line for `csi-proxyctl status`: "capabilities: CAP_SYS_RAWIO,CAP_SYS_ADMIN; user: root; no_new_privs;
+// seccomp: 42 system calls refused (EPERM); limits: memory 1024 MiB, open files 4096, tasks 512".
 std::string DescribePrivileges(const GroupPrivileges& privileges);
 
 }  // namespace csi_proxy::host

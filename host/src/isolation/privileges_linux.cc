@@ -29,8 +29,6 @@ bool Wanted(const GroupPrivileges& p, int capability) {
   return std::binary_search(p.capabilities.begin(), p.capabilities.end(), capability);
 }
 
-bool Switches(const GroupPrivileges& p) { return p.user.has_value() || p.group.has_value(); }
-
 Status RequireSingleThread() {
   DIR* tasks = opendir("/proc/self/task");
   if (tasks == nullptr)
@@ -53,8 +51,8 @@ Status RequireHeld(const GroupPrivileges& p) {
   CapSet now(cap_get_proc());
   if (!now) return Internal(Errno("cap_get_proc", errno));
   std::vector<int> needed = p.capabilities;
-  needed.push_back(CAP_SETPCAP);
-  if (Switches(p)) needed.insert(needed.end(), {CAP_SETUID, CAP_SETGID});
+  needed.insert(needed.end(), {CAP_SETPCAP, CAP_SETGID});  // the bounding set; the supplementary groups
+  if (p.user) needed.push_back(CAP_SETUID);
   std::string missing;
   for (int capability : needed) {
     cap_flag_value_t permitted = CAP_CLEAR;
