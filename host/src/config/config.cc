@@ -459,9 +459,9 @@ Status RefuseUnappliedPrivileges(const GroupConfig& group, bool isolated) {
 
 const std::vector<std::string>& GroupHostKeys() {
   static const std::vector<std::string> keys = [] {
-    std::set<std::string> all = kGroupHostKeys;
-    all.insert(kPrivilegeKeys.begin(), kPrivilegeKeys.end());
-    return std::vector<std::string>(all.begin(), all.end());
+    std::vector<std::string> all(kGroupHostKeys.begin(), kGroupHostKeys.end());
+    all.insert(all.end(), kPrivilegeKeys.begin(), kPrivilegeKeys.end());
+    return all;
   }();
   return keys;
 }

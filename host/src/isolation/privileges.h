@@ -19,7 +19,8 @@ namespace csi_proxy::host {
 //     kill the process).
 // Checks first, changing nothing on failure, that the process is single-threaded (credentials and capabilities
 // belong to a thread) and holds every capability asked for plus those the steps need (CAP_SETPCAP, CAP_SETGID,
-// and CAP_SETUID to switch users): FAILED_PRECONDITION naming what is missing. A failure after that
+// and CAP_SETUID to switch users) and that no limit is above its own hard limit: FAILED_PRECONDITION naming what
+// is missing. A failure after that
 // leaves the process partly confined; the caller must then exit, never load the library. The runner calls this
 // first thing, before it loads the library or starts a thread. Windows: UNIMPLEMENTED (docs/windows.md).
 Status ApplyGroupPrivileges(const GroupPrivileges& privileges);

@@ -53,20 +53,41 @@ Status RequireHeld(const GroupPrivileges& p) {
   std::vector<int> needed = p.capabilities;
   needed.insert(needed.end(), {CAP_SETPCAP, CAP_SETGID});  // the bounding set; the supplementary groups
   if (p.user) needed.push_back(CAP_SETUID);
+  std::sort(needed.begin(), needed.end());
+  needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
   std::string missing;
   for (int capability : needed) {
     cap_flag_value_t permitted = CAP_CLEAR;
     if (capability > static_cast<int>(cap_max_bits()) - 1 ||
         cap_get_flag(now.get(), capability, CAP_PERMITTED, &permitted) != 0 || permitted != CAP_SET) {
-      if (missing.find(CapabilityName(capability)) == std::string::npos) {
-        missing += (missing.empty() ? "" : ",") + CapabilityName(capability);
-      }
+      missing += (missing.empty() ? "" : ",") + CapabilityName(capability);
     }
   }
   if (missing.empty()) return Status::Ok();
   return FailedPrecondition("this process does not hold " + missing +
                             " (its permitted set, bounded by the service's CapabilityBoundingSet, lacks them), so it "
                             "cannot confine a group to the capabilities asked for");
+}
+
+// A limit is only ever lowered: one above the process's own hard limit would fail halfway through.
+Status RequireLimitsWithin(const GroupPrivileges& p) {
+  const struct {
+    int resource;
+    const char* key;
+    uint64_t value;
+  } limits[] = {{RLIMIT_DATA, "max_memory_bytes", p.max_memory_bytes},
+                {RLIMIT_NOFILE, "max_open_files", p.max_open_files},
+                {RLIMIT_NPROC, "max_tasks", p.max_tasks}};
+  for (const auto& limit : limits) {
+    rlimit now{};
+    if (getrlimit(limit.resource, &now) != 0) return Internal(Errno(std::string("getrlimit for ") + limit.key, errno));
+    if (limit.value != 0 && now.rlim_max != RLIM_INFINITY && limit.value > now.rlim_max) {
+      return FailedPrecondition(std::string(limit.key) + " " + std::to_string(limit.value) +
+                                " is above this process's own hard limit, " + std::to_string(now.rlim_max) +
+                                ", which a confinement does not raise");
+    }
+  }
+  return Status::Ok();
 }
 
 Status SetLimit(int resource, const char* name, uint64_t value) {
@@ -152,6 +173,7 @@ Status LoadSystemCallFilter() {
 Status ApplyGroupPrivileges(const GroupPrivileges& p) {
   CSI_PROXY_RETURN_IF_ERROR(RequireSingleThread());
   CSI_PROXY_RETURN_IF_ERROR(RequireHeld(p));
+  CSI_PROXY_RETURN_IF_ERROR(RequireLimitsWithin(p));
   CSI_PROXY_RETURN_IF_ERROR(SetLimits(p));
   CSI_PROXY_RETURN_IF_ERROR(SwitchAccount(p));
   CSI_PROXY_RETURN_IF_ERROR(SetCapabilities(p));

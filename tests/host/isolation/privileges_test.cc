@@ -376,6 +376,22 @@ TEST_F(Privileges, ACapabilityTheProcessDoesNotHoldIsRefusedBeforeAnythingChange
   EXPECT_EQ(report["CapBnd"], StatusField("CapBnd"));  // the parent's: nothing dropped
 }
 
+TEST_F(Privileges, ALimitAboveTheProcesssOwnIsRefusedNotRaised) {
+  GroupPrivileges p;
+  p.max_open_files = 200;
+  Report report = InChild(
+      p, [](Report&) {},
+      [] {
+        rlimit low{100, 100};
+        if (setrlimit(RLIMIT_NOFILE, &low) != 0) _exit(5);
+      },
+      [](Report& r) { r["Seccomp"] = StatusField("Seccomp"); });
+  EXPECT_EQ(report["apply"],
+            "FAILED_PRECONDITION: max_open_files 200 is above this process's own hard limit, 100, which a "
+            "confinement does not raise");
+  EXPECT_EQ(report["Seccomp"], "0");
+}
+
 TEST_F(Privileges, AMultiThreadedProcessIsRefused) {
   Report report = InChild(
       GroupPrivileges{}, [](Report&) {},
