@@ -51,7 +51,7 @@ constexpr std::array<std::string_view, 41> kCapabilityNames = {"CAP_CHOWN",
                                                                "CAP_BPF",
                                                                "CAP_CHECKPOINT_RESTORE"};
 
-std::vector<int> Capabilities(std::initializer_list<std::string_view> names) {
+std::vector<int> Capabilities(const std::vector<std::string_view>& names) {
   std::vector<int> out;
   for (std::string_view name : names) out.push_back(*CapabilityFromName(name));
   std::sort(out.begin(), out.end());
@@ -60,7 +60,7 @@ std::vector<int> Capabilities(std::initializer_list<std::string_view> names) {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-GroupPrivileges Privileges(std::initializer_list<std::string_view> capabilities, uint64_t memory_mib) {
+GroupPrivileges Privileges(const std::vector<std::string_view>& capabilities, uint64_t memory_mib) {
   GroupPrivileges p;
   p.capabilities = Capabilities(capabilities);
   p.max_memory_bytes = memory_mib * kMiB;
@@ -95,19 +95,26 @@ int LastNamedCapability() { return static_cast<int>(kCapabilityNames.size()) - 1
 GroupPrivileges DefaultGroupPrivileges(std::string_view table_name) {
   // Why each group holds what it holds is said in docs/configuration.md ("Privileges of an isolated group"); the
   // sets stay inside the shipped systemd unit's CapabilityBoundingSet, which a runner cannot exceed.
-  if (table_name == "disk") return Privileges({"CAP_SYS_ADMIN", "CAP_SYS_RAWIO"}, 1024);
-  if (table_name == "volume") {
-    return Privileges({"CAP_SYS_ADMIN", "CAP_SYS_RESOURCE", "CAP_DAC_OVERRIDE"}, 4096);
+  struct Default {
+    std::string_view group;
+    std::vector<std::string_view> capabilities;
+    uint64_t memory_mib;
+  };
+  static const Default kDefaults[] = {
+      {"disk", {"CAP_SYS_ADMIN", "CAP_SYS_RAWIO"}, 1024},
+      {"volume", {"CAP_SYS_ADMIN", "CAP_SYS_RESOURCE", "CAP_DAC_OVERRIDE"}, 4096},
+      {"filesystem", {"CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_SYS_ADMIN"}, 512},
+      {"smb",
+       {"CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+        "CAP_KILL"},
+       512},
+      {"iscsi", {}, 512},
+      {"system", {"CAP_SYS_ADMIN"}, 512},
+  };
+  for (const Default& d : kDefaults) {
+    if (d.group == table_name) return Privileges(d.capabilities, d.memory_mib);
   }
-  if (table_name == "filesystem") return Privileges({"CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_SYS_ADMIN"}, 512);
-  if (table_name == "smb") {
-    return Privileges({"CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_SETUID", "CAP_SETGID",
-                       "CAP_SETPCAP", "CAP_KILL"},
-                      512);
-  }
-  if (table_name == "iscsi") return Privileges({}, 512);
-  if (table_name == "system") return Privileges({"CAP_SYS_ADMIN"}, 512);
-  return Privileges({}, 512);
+  return Privileges({}, 512);  // a third party's group: nothing until its table says what it needs
 }
 
 const std::vector<std::string_view>& RefusedSystemCalls() {
