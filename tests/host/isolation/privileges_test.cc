@@ -425,6 +425,38 @@ TEST_F(Privileges, EveryShippedGroupsDefaultsApplyWhereTheProcessHoldsThem) {
   }
 }
 
+// What the filesystem group's default set is for: paths in directories pods' users own, sticky ones included.
+TEST_F(Privileges, TheFilesystemDefaultsWorkInDirectoriesOthersOwnAndTheIscsiDefaultsDoNot) {
+  const std::string pod_dir = dir_ + "/pod", sticky = dir_ + "/sticky", their_file = sticky + "/theirs";
+  ASSERT_EQ(mkdir(pod_dir.c_str(), 0700), 0);
+  ASSERT_EQ(chown(pod_dir.c_str(), kTestUid, kTestGid), 0);
+  ASSERT_EQ(mkdir(sticky.c_str(), 01777), 0);
+  ASSERT_EQ(chmod(sticky.c_str(), 01777), 0);  // the umask took the sticky bit's companions
+  ASSERT_EQ(chown(sticky.c_str(), kTestUid, kTestGid), 0);
+  auto probe = [&](Report& r) {
+    const std::string made = pod_dir + "/made-" + std::to_string(getpid());
+    r["mkdir in a pod's directory"] = Outcome(mkdir(made.c_str(), 0750));
+    if (r["mkdir in a pod's directory"] == "ok") rmdir(made.c_str());
+    r["unlink another's file in a sticky directory"] = Outcome(unlink(their_file.c_str()));
+  };
+  { std::ofstream(their_file) << "x"; }
+  ASSERT_EQ(chown(their_file.c_str(), kTestUid, kTestGid), 0);
+  Report iscsi = InChild(DefaultGroupPrivileges("iscsi"), probe);
+  EXPECT_EQ(iscsi["apply"], "ok");
+  EXPECT_EQ(iscsi["mkdir in a pod's directory"], "EACCES");
+  EXPECT_EQ(iscsi["unlink another's file in a sticky directory"], "EPERM");
+
+  GroupPrivileges dac_only = With({"CAP_DAC_OVERRIDE"});
+  Report without_fowner = InChild(dac_only, probe);
+  EXPECT_EQ(without_fowner["mkdir in a pod's directory"], "ok");
+  EXPECT_EQ(without_fowner["unlink another's file in a sticky directory"], "EPERM");  // why CAP_FOWNER is there
+
+  Report filesystem = InChild(DefaultGroupPrivileges("filesystem"), probe);
+  EXPECT_EQ(filesystem["apply"], "ok");
+  EXPECT_EQ(filesystem["mkdir in a pod's directory"], "ok");
+  EXPECT_EQ(filesystem["unlink another's file in a sticky directory"], "ok");
+}
+
 // Not root: what the runner's refusal list and the capability names mean to libcap and libseccomp.
 TEST(PrivilegeTables, CapabilityNamesAreLibcapsAndTheKernels) {
   for (int c = 0; c <= LastNamedCapability(); ++c) {
