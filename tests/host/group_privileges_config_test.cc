@@ -11,6 +11,10 @@ namespace {
 
 StatusOr<HostConfig> Parse(const std::string& text) { return ParseConfig(text, "test.toml", "/opt/csi-proxy/bin"); }
 
+// The privilege keys confine a group in a runner of its own and are refused for one in the host's process
+// (RefuseUnappliedPrivileges), so the tables that set them say so, last, to keep the lines the messages name.
+const std::string kIsolated = "isolation = \"process\"\n";
+
 std::vector<int> Caps(std::initializer_list<const char*> names) {
   std::vector<int> out;
   for (const char* name : names) out.push_back(*CapabilityFromName(name));
@@ -66,6 +70,7 @@ group = 4000
 max_memory_bytes = 268435456
 max_open_files = 256
 max_tasks = 64
+isolation = "process"
 )");
   ASSERT_TRUE(c.ok()) << c.status().message();
   const GroupConfig& g = c->groups[0];
@@ -90,7 +95,7 @@ max_tasks = 64
 }
 
 TEST(GroupPrivilegesConfig, AKeyReplacesOnlyItsOwnPartOfTheDefaults) {
-  auto c = Parse("[groups.volume]\nmax_tasks = 32\n");
+  auto c = Parse("[groups.volume]\nmax_tasks = 32\n" + kIsolated);
   ASSERT_TRUE(c.ok()) << c.status().message();
   GroupPrivileges expected = DefaultGroupPrivileges("volume");
   expected.max_tasks = 32;
@@ -100,7 +105,8 @@ TEST(GroupPrivilegesConfig, AKeyReplacesOnlyItsOwnPartOfTheDefaults) {
 }
 
 TEST(GroupPrivilegesConfig, NoCapabilitiesZeroLimitsAndAUsersPrimaryGroup) {
-  auto c = Parse("[groups.system]\ncapabilities = []\nuser = 65534\nmax_memory_bytes = 0\nmax_open_files = 0\n");
+  auto c =
+      Parse("[groups.system]\ncapabilities = []\nuser = 65534\nmax_memory_bytes = 0\nmax_open_files = 0\n" + kIsolated);
   ASSERT_TRUE(c.ok()) << c.status().message();
   const GroupPrivileges& p = c->groups[0].privileges;
   EXPECT_EQ(p.capabilities, std::vector<int>{});
@@ -157,14 +163,15 @@ TEST(GroupPrivilegesConfig, MistakesAreNamedWithTheirKeyAndLine) {
     EXPECT_EQ(parsed.status().message(), c.message);
   }
   // A user with no entry is fine once the group is named.
-  auto named = Parse("[groups.smb]\nuser = 64999\ngroup = 64999\n");
+  auto named = Parse("[groups.smb]\nuser = 64999\ngroup = 64999\n" + kIsolated);
   ASSERT_TRUE(named.ok()) << named.status().message();
   EXPECT_EQ(named->groups[0].privileges.group, AccountId{64999});
 }
 
 TEST(GroupPrivilegesConfig, AGroupInTheHostsProcessRefusesThePrivilegeKeys) {
-  auto c = Parse("[groups.disk]\nworkers = 2\nmax_tasks = 16\ncapabilities = []\n[groups.volume]\n");
+  auto c = Parse("[groups.disk]\nworkers = 2\nmax_tasks = 16\ncapabilities = []\n" + kIsolated + "[groups.volume]\n");
   ASSERT_TRUE(c.ok()) << c.status().message();
+  // As the parser asks of a table that runs its group in the host's process.
   Status refused = RefuseUnappliedPrivileges(c->groups[0], /*isolated=*/false);
   EXPECT_EQ(refused.code(), Code::kInvalidArgument);
   EXPECT_EQ(refused.message(),
@@ -175,9 +182,9 @@ TEST(GroupPrivilegesConfig, AGroupInTheHostsProcessRefusesThePrivilegeKeys) {
 }
 
 TEST(GroupPrivilegesConfig, OtherPrivilegesNeedAnotherInstanceOnReload) {
-  auto a = Parse("[groups.disk]\nmax_open_files = 100\n");
-  auto b = Parse("[groups.disk]\nmax_open_files = 200\n");
-  auto c = Parse("[groups.disk]\nmax_open_files = 100\n");
+  auto a = Parse("[groups.disk]\nmax_open_files = 100\n" + kIsolated);
+  auto b = Parse("[groups.disk]\nmax_open_files = 200\n" + kIsolated);
+  auto c = Parse("[groups.disk]\nmax_open_files = 100\n" + kIsolated);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_NE(GroupRuntime::Fingerprint(a->groups[0], *a, "lib"), GroupRuntime::Fingerprint(b->groups[0], *b, "lib"));
   EXPECT_EQ(GroupRuntime::Fingerprint(a->groups[0], *a, "lib"), GroupRuntime::Fingerprint(c->groups[0], *c, "lib"));
