@@ -21,7 +21,7 @@ struct GroupExecutor::State {
   std::condition_variable done;  // a worker finished a task or ended
   std::deque<Task> queue;
   size_t queued_bytes = 0;
-  std::list<std::string> running;  // what each busy worker runs
+  std::list<std::string> running;  // what each running handler runs: busy workers' and those in a Slot
   int threads = 0;
   int idle = 0;      // workers waiting for a task
   int starting = 0;  // workers started for a queued task that have not taken one yet
@@ -45,17 +45,21 @@ struct GroupExecutor::State {
     return out;
   }
 
+  // A queued task may start: the budget has a place (handlers in a Slot hold theirs).
+  bool CanStart() const { return !queue.empty() && running.size() < static_cast<size_t>(limits.workers); }
+
   static void Work(std::shared_ptr<State> self) {
     State& s = *self;
     std::unique_lock lock(s.mu);
     --s.starting;
     for (;;) {
-      if (s.queue.empty()) {
-        if (s.stopping) break;
+      if (!s.CanStart()) {
+        if (s.queue.empty() && s.stopping) break;
         ++s.idle;
-        bool woken = s.work.wait_for(lock, s.limits.idle_timeout, [&] { return !s.queue.empty() || s.stopping; });
+        bool woken = s.work.wait_for(lock, s.limits.idle_timeout,
+                                     [&] { return s.CanStart() || (s.queue.empty() && s.stopping); });
         --s.idle;
-        if (!woken) break;  // idle for a while: give the thread back
+        if (!woken && s.queue.empty()) break;  // idle for a while: give the thread back
         continue;
       }
       Task task = std::move(s.queue.front());
@@ -82,6 +86,33 @@ void JoinAll(std::vector<std::thread>& threads) {
   }
 }
 }  // namespace
+
+struct GroupExecutor::Slot::Held {
+  std::shared_ptr<State> state;
+  std::list<std::string>::iterator entry;  // in state->running
+};
+
+GroupExecutor::Slot::Slot(std::unique_ptr<Held> held) : held_(std::move(held)) {}
+GroupExecutor::Slot::Slot(Slot&& other) noexcept = default;
+
+GroupExecutor::Slot::~Slot() {
+  if (!held_) return;
+  State& s = *held_->state;
+  std::lock_guard lock(s.mu);
+  s.running.erase(held_->entry);
+  if (!s.queue.empty()) s.work.notify_one();  // a task that waited for this place
+  s.done.notify_all();
+}
+
+std::optional<GroupExecutor::Slot> GroupExecutor::TakeIdleSlot(const std::string& what) {
+  State& s = *state_;
+  std::lock_guard lock(s.mu);
+  if (s.stopping || !s.queue.empty() || s.running.size() >= static_cast<size_t>(s.limits.workers)) {
+    return std::nullopt;
+  }
+  auto entry = s.running.insert(s.running.end(), what);
+  return Slot(std::unique_ptr<Slot::Held>(new Slot::Held{state_, entry}));
+}
 
 GroupExecutor::GroupExecutor(std::string group, Limits limits)
     : state_(std::make_shared<State>(std::move(group), limits)) {}
@@ -165,6 +196,7 @@ std::vector<std::string> GroupExecutor::Stop(std::chrono::steady_clock::time_poi
     s.done.wait_until(lock, deadline, [&] { return s.threads == 0; });
     cancelled.swap(s.queue);
     s.queued_bytes = 0;
+    s.work.notify_all();  // workers that waited for a place in the budget have nothing left to wait for
     still_running.assign(s.running.begin(), s.running.end());
     ended = s.TakeEnded();
     // Busy past the deadline: left to finish on their own (they hold the state).

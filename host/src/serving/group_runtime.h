@@ -52,8 +52,10 @@ class GroupRuntime final : public CallDispatcher {
   // Endpoint name -> its methods.
   const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
 
-  // CallDispatcher: runs the handler within the group's budget, or inline when the method is declared
-  // CSI_PROXY_METHOD_NONBLOCKING.
+  // CallDispatcher: runs the handler within the group's budget: on the thread that read the request when the
+  // method is declared CSI_PROXY_METHOD_NONBLOCKING; any other on that thread too when the group has a place
+  // free, nobody waits for one and no other handler that may block runs on a gRPC thread (the borrowed thread);
+  // on one of the group's workers otherwise.
   Status Dispatch(const MethodHandler& handler, CallHandle call) override;
 
   // Takes no new calls; lets those in flight finish until `deadline`, then shuts the library down and unloads
@@ -96,7 +98,10 @@ class GroupRuntime final : public CallDispatcher {
   // Counts the call in flight until the plugin completes it, and as being dispatched until EndDispatch; false once
   // the group is stopping.
   bool Track(const CallHandle& call);
-  void EndDispatch();
+  static void EndDispatch(InFlight& in_flight);
+  // A handler that may block, run on the gRPC thread that read its request after that read's reaction.
+  struct BorrowedRun;
+  bool RunOnBorrowedThread(const MethodHandler& handler, const CallHandle& call);
   // Runs the plugin's handler on this thread; a call already cancelled or past its deadline never reaches it.
   static void RunHandler(const MethodHandler& handler, csi_proxy_host_call& call);
 

@@ -21,6 +21,8 @@
 #include <functional>
 #include <utility>
 
+#include "serving/reaction_tail.h"
+
 static_assert(GRPC_CPP_VERSION_MAJOR == 1 && GRPC_CPP_VERSION_MINOR == 51,
               "inline_read_handler.h uses grpc::internal as gRPC 1.51 does: check it against this gRPC");
 
@@ -94,8 +96,10 @@ class CallbackBidiHandler<csi_proxy::host::RequestBytes, ByteBuffer> final : pub
           call_.call(),
           [this, reactor](bool ok) {
             if (!ok) ctx_->MaybeMarkCancelledOnRead();
+            csi_proxy::host::ReactionTail tail;
             reactor->OnReadDone(ok);
             MaybeDone(reactor->InternalInlineable());
+            tail.Run();  // the stream and the reactor may be gone by now: the tail uses neither
           },
           &read_ops_, /*can_inline=*/true);
       read_ops_.set_core_cq_tag(&read_tag_);
