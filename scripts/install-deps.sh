@@ -8,7 +8,7 @@ build_pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev libprotoc-dev protobuf-compiler
   libboost-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libblkid-dev libfdisk-dev libmount-dev libsystemd-dev
+  libblkid-dev libfdisk-dev libmount-dev libsystemd-dev libseccomp-dev
   prometheus-cpp-dev grpc-proto
   clang libclang-rt-14-dev
   # The Windows build (scripts/windows/build-deps.sh) and its tests under Wine.

@@ -149,10 +149,13 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
 
 std::string SelfDir() { return std::filesystem::read_symlink("/proc/self/exe").parent_path().string(); }
 
-// --servers=host,grpc-sync,... measures only those (all when absent); --rounds=N overrides the rounds.
+// --servers=host,grpc-sync,... measures only those (all when absent); --rounds=N overrides the rounds;
+// --reference-host=PATH also measures the blocking method through another build of csi-proxy (e.g. the commit
+// before a change of the call path), as host-blocking-ref, interleaved with the rest.
 struct Selection {
   std::set<std::string> servers;
   int rounds = 0;
+  std::string reference_host;
   bool Wants(const std::string& id) const { return servers.empty() || servers.contains(id); }
 };
 Selection ParseSelection(int argc, char** argv) {
@@ -164,6 +167,8 @@ Selection ParseSelection(int argc, char** argv) {
       for (std::string id; std::getline(list, id, ',');) sel.servers.insert(id);
     } else if (a.starts_with("--rounds=")) {
       sel.rounds = std::stoi(a.substr(std::strlen("--rounds=")));
+    } else if (a.starts_with("--reference-host=")) {
+      sel.reference_host = a.substr(std::strlen("--reference-host="));
     }
   }
   return sel;
@@ -184,15 +189,17 @@ int Main(int argc, char** argv) {
   BenchHost metered(
       {"echo"}, workers + "metrics_address = \"127.0.0.1:" + std::to_string(test_support::FreeLoopbackPort()) + "\"\n");
   // The library built against the plain C header, from the bench's own folder (never the host's plugin_dir).
-  BenchHost blocking({}, workers,
-                     "[groups.version1]\nenabled = true\nlibrary = \"" CSI_PROXY_BENCH_PLUGIN_DIR
-                     "/libcsi-proxy-version1.so\"\n");
+  const std::string plain_c_group =
+      "[groups.version1]\nenabled = true\nlibrary = \"" CSI_PROXY_BENCH_PLUGIN_DIR "/libcsi-proxy-version1.so\"\n";
+  BenchHost blocking({}, workers, plain_c_group);
+  BenchHost reference({}, workers, plain_c_group, selection.reference_host);
   std::vector<Server> servers;
   std::vector<BenchHost*> started_hosts;
   for (auto [id, bench_host, endpoint] :
        {std::tuple{"host", &host, "csi-proxy-echo-v1"}, std::tuple{"host-metrics", &metered, "csi-proxy-echo-v1"},
-        std::tuple{"host-blocking", &blocking, "csi-proxy-version1-v1"}}) {
-    if (!selection.Wants(id)) continue;
+        std::tuple{"host-blocking", &blocking, "csi-proxy-version1-v1"},
+        std::tuple{"host-blocking-ref", &reference, "csi-proxy-version1-v1"}}) {
+    if (!selection.Wants(id) || (bench_host == &reference && selection.reference_host.empty())) continue;
     if (auto started = bench_host->Start({endpoint}); !started.ok()) {
       std::cerr << id << ": " << started.status().message() << "\n";
       return 1;

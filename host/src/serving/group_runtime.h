@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "abi/endpoint_registry.h"
@@ -99,9 +100,24 @@ class GroupRuntime final : public CallDispatcher {
   // the group is stopping.
   bool Track(const CallHandle& call);
   static void EndDispatch(InFlight& in_flight);
+  // How long a method's handler has kept its thread lately: only one whose last runs all returned quickly may run
+  // on a borrowed gRPC thread, so a method that blocks (a mount, a probe, a stuck server) is left to the workers.
+  struct MethodRuns {
+    mutable std::atomic<int> quick_in_a_row{0};
+    void Record(std::chrono::steady_clock::duration took) const;
+    bool MayBorrow() const;
+  };
+  // Runs the handler on this thread and records how long it took.
+  using AllMethodRuns = std::unordered_map<const MethodHandler*, MethodRuns>;
+  // What a run outside Dispatch holds: the record, kept alive with the table it is in (the instance may go first).
+  struct RunsRef {
+    std::shared_ptr<const AllMethodRuns> table;
+    const MethodRuns* runs = nullptr;
+  };
+  static void RunTimed(const MethodHandler& handler, csi_proxy_host_call& call, const RunsRef& runs);
   // A handler that may block, run on the gRPC thread that read its request after that read's reaction.
   struct BorrowedRun;
-  bool RunOnBorrowedThread(const MethodHandler& handler, const CallHandle& call);
+  bool RunOnBorrowedThread(const MethodHandler& handler, const CallHandle& call, const RunsRef& runs);
   // Runs the plugin's handler on this thread; a call already cancelled or past its deadline never reaches it.
   static void RunHandler(const MethodHandler& handler, csi_proxy_host_call& call);
 
@@ -111,6 +127,8 @@ class GroupRuntime final : public CallDispatcher {
   const size_t max_request_bytes_;
   std::unique_ptr<LoadedPlugin> plugin_;
   std::map<std::string, Endpoint> endpoints_;
+  // By the address of each handler in endpoints_ (which never change after Load).
+  std::shared_ptr<AllMethodRuns> method_runs_ = std::make_shared<AllMethodRuns>();
   GroupExecutor executor_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   bool stopped_ = false;

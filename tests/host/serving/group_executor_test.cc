@@ -237,6 +237,21 @@ TEST(GroupExecutor, NoSlotWhileCallsWaitSoNoCallOvertakesThem) {
   EXPECT_TRUE(Eventually([&] { return counters->ran == 3; }));
 }
 
+TEST(GroupExecutor, APlaceHeldOnTheCallersThreadCountsWhenCallsAreRefused) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("iscsi", LimitsOf(1, 0));
+  std::optional<GroupExecutor::Slot> here = executor.TakeIdleSlot("/v1alpha2.Iscsi/OnTheCallersThread");
+  ASSERT_TRUE(here.has_value());
+  // The one place is held and nothing may wait: refused at once, no worker started.
+  EXPECT_EQ(executor.Submit(Blocking(gate, counters)).code(), Code::kResourceExhausted);
+  EXPECT_EQ(executor.usage().threads, 0);
+  here.reset();
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 1; }));
+}
+
 TEST(GroupExecutor, StopNamesAHandlerStillRunningOnTheCallersThreadAndGivesNoSlotAfter) {
   GroupExecutor executor("smb", LimitsOf(4, 4));
   std::optional<GroupExecutor::Slot> hung = executor.TakeIdleSlot("/v1.Smb/HangsOnTheCallersThread");
