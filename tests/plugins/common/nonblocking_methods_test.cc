@@ -59,7 +59,8 @@ bool ForbidWaitingOnThisThread(std::string* error) {
   for (int op : {FUTEX_WAKE, FUTEX_WAKE_OP, FUTEX_WAKE_BITSET, FUTEX_UNLOCK_PI}) {
     rc = rc != 0 ? rc
                  : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(futex), 1,
-                                    SCMP_A1(SCMP_CMP_MASKED_EQ, FUTEX_CMD_MASK, static_cast<scmp_datum_t>(op)));
+                                    SCMP_A1(SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(FUTEX_CMD_MASK) & 0xffffffffu,
+                                            static_cast<scmp_datum_t>(op)));
   }
   rc = rc != 0 ? rc : seccomp_load(ctx);  // sets no_new_privs on this thread first
   seccomp_release(ctx);
