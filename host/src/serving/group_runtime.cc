@@ -59,8 +59,8 @@ class BorrowedThread {
     if (held < kLongHold) return;
     reported_ = true;
     spdlog::warn(
-        "{} of group '{}' has run on one of gRPC's threads for {} ms; the group's calls go to its workers "
-        "until it returns",
+        "{} of group '{}' has run on one of gRPC's threads for {} ms; until it returns, calls that may block go "
+        "to their groups' workers",
         holder_->info().method, holder_->info().group,
         std::chrono::duration_cast<std::chrono::milliseconds>(held).count());
   }
@@ -232,13 +232,19 @@ struct GroupRuntime::BorrowedRun final : ReactionTail::Work {
         thread(std::move(t)),
         in_flight(std::move(f)) {}
   ~BorrowedRun() override {
+    if (!ran) {  // the reaction's thread never got to it: the call must still be answered
+      call->Complete(static_cast<csi_proxy_status_code>(Code::kUnavailable), "the call could not start; retry", {});
+    }
     // The place is given back before the dispatch ends: a drain that saw no call dispatched finds no handler
     // running in the budget either.
     slot.reset();
     thread.reset();
     EndDispatch(*in_flight);
   }
-  void Run() override { RunTimed(handler, *call, runs); }
+  void Run() override {
+    ran = true;
+    RunTimed(handler, *call, runs);
+  }
 
   const MethodHandler handler;
   const CallHandle call;
@@ -246,6 +252,7 @@ struct GroupRuntime::BorrowedRun final : ReactionTail::Work {
   std::optional<GroupExecutor::Slot> slot;
   std::optional<BorrowedThread> thread;
   const std::shared_ptr<InFlight> in_flight;
+  bool ran = false;
 };
 
 bool GroupRuntime::RunOnBorrowedThread(const MethodHandler& handler, const CallHandle& call, const RunsRef& runs) {
