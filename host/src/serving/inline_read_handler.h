@@ -4,7 +4,9 @@
 // executor thread, which costs a thread switch on the call's path (about 15 us per call, measured with
 // bench_host_overhead); a unary handler reads the request before the host sees the call at all, so that a client
 // sending HEADERS and nothing more holds memory out of the host's sight. The reactors of these methods keep
-// OnReadDone free of anything that blocks, as a unary handler's body always was here.
+// OnReadDone free of anything that blocks, as a unary handler's body always was here; what may block (a handler
+// on the borrowed thread) goes to the read's ReactionTail, which runs once the stream no longer counts the
+// reaction (reaction_tail.h).
 //
 // It is gRPC's CallbackBidiHandler specialised for the request type RequestBytes (raw bytes under a name of its
 // own, so that no other specialisation is touched): a handler the server knows how to run, with the access to the

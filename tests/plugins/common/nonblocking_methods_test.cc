@@ -18,6 +18,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "csi_proxy/testing/fake_host.hpp"
@@ -97,16 +98,21 @@ class NonBlockingMethods : public ::testing::Test {
     ASSERT_EQ(sigaction(SIGSYS, &sa, nullptr), 0);
   }
 
-  // Loads `library` as the host does, starts it with its defaults in a private directory, and calls each of its
-  // NONBLOCKING methods three times (a first call may fill a cache) with a default request, under the filter.
-  // Returns the methods it called.
-  std::vector<std::string> CheckLibrary(const std::string& library) {
+  // Loads `library` as the host does, starts it with its defaults in a private directory, makes the `setup`
+  // calls (path, request bytes) without the filter, and calls each of its NONBLOCKING methods three times (a first
+  // call may fill a cache) with a default request, under the filter. Returns the methods it called.
+  std::vector<std::string> CheckLibrary(const std::string& library,
+                                        const std::vector<std::pair<std::string, std::string>>& setup = {}) {
     TempDir dir;
     FakeHost host({.kubelet_path = dir.MakeDir("kubelet"), .working_dirs = {}, .state_dir = dir.MakeDir("state")});
     EXPECT_TRUE(host.Load(library).ok()) << library;
     EXPECT_TRUE(host.Negotiate().ok()) << library;
     auto init = host.Init();
     EXPECT_TRUE(init.ok()) << library << ": " << init.message();
+    for (const auto& [path, request] : setup) {
+      auto result = host.Call(path, request);
+      EXPECT_TRUE(result.ok()) << path << ": " << result.message;
+    }
     std::vector<std::string> called;
     for (const auto& method : host.methods()) {
       if ((method.flags & CSI_PROXY_METHOD_NONBLOCKING) == 0) continue;
@@ -146,12 +152,17 @@ TEST_F(NonBlockingMethods, TheFilterTrapsWhatWaits) {
 }
 
 TEST_F(NonBlockingMethods, ShippedGroupsAnswerWithoutWaiting) {
+  // An iSCSI portal registered first, so that ListTargetPortals has something to copy: AddTargetPortalRequest
+  // {target_portal {target_address "127.0.0.1" target_port 3260}}, encoded by hand (no iSCSI classes here).
+  const std::string portal = std::string("\x0a\x0e\x0a\x09", 4) + "127.0.0.1" + std::string("\x10\xbc\x19", 3);
   std::vector<std::string> called;
   for (const char* library : {CSI_PROXY_DISK_LIBRARY, CSI_PROXY_VOLUME_LIBRARY, CSI_PROXY_FILESYSTEM_LIBRARY,
-                              CSI_PROXY_SMB_LIBRARY, CSI_PROXY_ISCSI_LIBRARY, CSI_PROXY_SYSTEM_LIBRARY}) {
+                              CSI_PROXY_SMB_LIBRARY, CSI_PROXY_SYSTEM_LIBRARY}) {
     auto methods = CheckLibrary(library);
     called.insert(called.end(), methods.begin(), methods.end());
   }
+  auto iscsi = CheckLibrary(CSI_PROXY_ISCSI_LIBRARY, {{"/v1alpha2.Iscsi/AddTargetPortal", portal}});
+  called.insert(called.end(), iscsi.begin(), iscsi.end());
   // The test is not empty: the methods declared NONBLOCKING today are among those it called.
   EXPECT_NE(std::find(called.begin(), called.end(), "/v1alpha2.Iscsi/ListTargetPortals"), called.end());
 }
