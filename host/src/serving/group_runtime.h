@@ -107,13 +107,13 @@ class GroupRuntime final : public CallDispatcher {
     void Record(std::chrono::steady_clock::duration took) const;
     bool MayBorrow() const;
   };
-  // Runs the handler on this thread and records how long it took.
   using AllMethodRuns = std::unordered_map<const MethodHandler*, MethodRuns>;
   // What a run outside Dispatch holds: the record, kept alive with the table it is in (the instance may go first).
   struct RunsRef {
     std::shared_ptr<const AllMethodRuns> table;
     const MethodRuns* runs = nullptr;
   };
+  // Runs the handler on this thread and records how long it took.
   static void RunTimed(const MethodHandler& handler, csi_proxy_host_call& call, const RunsRef& runs);
   // A handler that may block, run on the gRPC thread that read its request after that read's reaction.
   struct BorrowedRun;
