@@ -193,7 +193,7 @@ void GroupRuntime::EndDispatch(InFlight& in_flight) {
 }
 
 namespace {
-// A run longer than this is not worth a borrowed thread (the hand-off it saves costs some 40 us), and a handler
+// A run longer than this is not worth a borrowed thread (the hand-off it saves costs some 35 us), and a handler
 // that takes this long may be waiting on something that can take much longer.
 constexpr std::chrono::milliseconds kQuickRun{1};
 // Quick runs in a row (on workers) before a method borrows a thread: at first, and again after a slow run.
