@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "abi/endpoint_registry.h"
@@ -55,8 +56,10 @@ class GroupRuntime final : public CallDispatcher {
   // Endpoint name -> its methods.
   const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
 
-  // CallDispatcher: runs the handler within the group's budget, or inline when the method is declared
-  // CSI_PROXY_METHOD_NONBLOCKING.
+  // CallDispatcher: runs the handler within the group's budget: on the thread that read the request when the
+  // method is declared CSI_PROXY_METHOD_NONBLOCKING; any other on that thread too when the group has a place
+  // free, nobody waits for one and no other handler that may block runs on a gRPC thread (the borrowed thread);
+  // on one of the group's workers otherwise.
   Status Dispatch(const MethodHandler& handler, CallHandle call) override;
 
   // Takes no new calls; lets those in flight finish until `deadline`, then shuts the library down and unloads
@@ -99,7 +102,25 @@ class GroupRuntime final : public CallDispatcher {
   // Counts the call in flight until the plugin completes it, and as being dispatched until EndDispatch; false once
   // the group is stopping.
   bool Track(const CallHandle& call);
-  void EndDispatch();
+  static void EndDispatch(InFlight& in_flight);
+  // How long a method's handler has kept its thread lately: only one whose last runs all returned quickly may run
+  // on a borrowed gRPC thread, so a method that blocks (a mount, a probe, a stuck server) is left to the workers.
+  struct MethodRuns {
+    mutable std::atomic<int> quick_in_a_row{0};
+    void Record(std::chrono::steady_clock::duration took) const;
+    bool MayBorrow() const;
+  };
+  using AllMethodRuns = std::unordered_map<const MethodHandler*, MethodRuns>;
+  // What a run outside Dispatch holds: the record, kept alive with the table it is in (the instance may go first).
+  struct RunsRef {
+    std::shared_ptr<const AllMethodRuns> table;
+    const MethodRuns* runs = nullptr;
+  };
+  // Runs the handler on this thread and records how long it took.
+  static void RunTimed(const MethodHandler& handler, csi_proxy_host_call& call, const RunsRef& runs);
+  // A handler that may block, run on the gRPC thread that read its request after that read's reaction.
+  struct BorrowedRun;
+  bool RunOnBorrowedThread(const MethodHandler& handler, const CallHandle& call, const RunsRef& runs);
   // Runs the plugin's handler on this thread; a call already cancelled or past its deadline never reaches it.
   static void RunHandler(const MethodHandler& handler, csi_proxy_host_call& call);
 
@@ -110,6 +131,8 @@ class GroupRuntime final : public CallDispatcher {
   const std::string privileges_;
   std::unique_ptr<LoadedPlugin> plugin_;
   std::map<std::string, Endpoint> endpoints_;
+  // By the address of each handler in endpoints_ (which never change after Load).
+  std::shared_ptr<AllMethodRuns> method_runs_ = std::make_shared<AllMethodRuns>();
   GroupExecutor executor_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   bool stopped_ = false;
