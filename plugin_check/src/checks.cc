@@ -315,7 +315,8 @@ class Checker {
   // A method safe to call with the empty request under this configuration: read-only and not skipped.
   const Method* SafeMethod(const MethodTable& table) const {
     for (const auto& [path, m] : table.all()) {
-      if ((m.handler.read_only() || config_.read_only_methods.count(path) > 0) && config_.skip.count(path) == 0) {
+      if ((m.handler.read_only() || config_.read_only_methods.count(path) > 0) && config_.skip.count(path) == 0 &&
+          config_.skip.count(path.substr(path.rfind('/') + 1)) == 0) {
         return &m;
       }
     }
@@ -621,7 +622,7 @@ void RunChecks(const std::vector<CheckItem>& items, size_t from, const RunSettin
          items[i].kind == CheckKind::kConcurrent)) {
       // A call may still run in the library: the next checks start in a fresh process.
       std::fflush(nullptr);
-      _exit(0);
+      _exit(kExitForAFreshProcess);
     }
   }
 }

@@ -45,6 +45,9 @@ struct RunSettings {
 void RunChecks(const std::vector<CheckItem>& items, size_t from, const RunSettings& settings,
                const ChildChannel& channel);
 
+// The child's exit status when it stops after a failed check on purpose: the kit runs the rest in a new child.
+inline constexpr int kExitForAFreshProcess = 75;
+
 // How long the kit waits for a child to load the library and start its first check.
 std::chrono::milliseconds LoadBudget(const KitConfig& config);
 

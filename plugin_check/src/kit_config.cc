@@ -55,7 +55,9 @@ Status ReadCheckTable(const toml::table& check, const std::string& source, KitCo
     if (node == nullptr) continue;
     if (!node->is_table()) return CheckError(source, key, "must be a table of method paths");
     for (const auto& [method, value] : *node->as_table()) {
-      if (!value.is_string() || std::string(method.str()).rfind('/', 0) != 0) {
+      // skip also takes a method's name alone, for every service (version) that has it.
+      const bool path = std::string(method.str()).rfind('/', 0) == 0;
+      if (!value.is_string() || (!path && std::string(key) != "skip")) {
         return CheckError(source, key, "maps a method path (\"/v1.Service/Method\") to a string");
       }
       (std::string(key) == "skip" ? kit.skip : kit.requests)[std::string(method.str())] = value.as_string()->get();

@@ -83,6 +83,10 @@ class Kit {
       size_t missing = from;
       while (missing < items.size() && results[missing]) ++missing;
       if (missing == items.size()) break;
+      if (end.kind == ChildEnd::Kind::kExited && end.code == kExitForAFreshProcess) {
+        from = missing;
+        continue;
+      }
       std::string detail = "the library's process " + end.Describe();
       if (end.kind == ChildEnd::Kind::kTimedOut) {
         detail = "no result in time: the library's process hung and was killed";
@@ -286,8 +290,10 @@ int Main(int argc, char** argv) {
         const bool read_only = (flags & CSI_PROXY_METHOD_READ_ONLY) != 0 || c.read_only_methods.count(path) > 0;
         std::vector<CheckItem> items;
         std::string why_not;
-        if (auto skip = c.skip.find(path); skip != c.skip.end()) {
-          why_not = "skipped by [check] skip: " + skip->second;
+        auto skip = c.skip.find(path);
+        if (skip == c.skip.end()) skip = c.skip.find(path.substr(path.rfind('/') + 1));
+        if (skip != c.skip.end()) {
+          why_not = "skipped by [check.skip]: " + skip->second;
         } else if (!read_only && !c.fuzz_mutating) {
           why_not =
               "a mutating method (no CSI_PROXY_METHOD_READ_ONLY): called only with [check] fuzz_mutating = "
@@ -328,9 +334,14 @@ int Main(int argc, char** argv) {
     std::cout << "--\n"
               << all.size() << " checks: " << passed << " passed, " << failed << " failed, " << skips
               << " skipped (seed " << settings.seed << ")\n";
-    if (failed > 0) {
-      std::cout << "reproduce a failure: " << rerun << " --only " << Quote("<check name>")
-                << " [--input N for the input a fuzz check named]\n";
+    for (const auto& r : all) {
+      if (r.outcome != "FAIL") continue;
+      // A fuzz failure names its input: that one input again, with its bytes.
+      std::string input;
+      if (size_t at = r.detail.find("input #"); at != std::string::npos && r.name.rfind("fuzz ", 0) == 0) {
+        input = " --input " + r.detail.substr(at + 7, r.detail.find_first_not_of("0123456789", at + 7) - (at + 7));
+      }
+      std::cout << "reproduce: " << rerun << " --only " << Quote(r.name) << input << "\n";
     }
     if (!o.junit.empty() && !WriteJunit(o.junit, "csi-proxy-plugin-check " + c.group.name, all)) {
       std::cerr << "csi-proxy-plugin-check: cannot write " << o.junit << "\n";
