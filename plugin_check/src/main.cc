@@ -74,6 +74,7 @@ class Kit {
     size_t from = 0;
     while (from < items.size()) {
       const std::streamoff log_offset = LogSize();
+      results_this_child_ = 0;
       const auto first_deadline = Clock::now() + LoadBudget(s_.config);
       ChildEnd end =
           RunInChild([&](const ChildChannel& channel) { RunChecks(items, from, s_, channel); }, o_.log, first_deadline,
@@ -83,7 +84,8 @@ class Kit {
       size_t missing = from;
       while (missing < items.size() && results[missing]) ++missing;
       if (missing == items.size()) break;
-      if (end.kind == ChildEnd::Kind::kExited && end.code == kExitForAFreshProcess) {
+      // Only after a result of its own: a library that exits with the same status is not taken for the kit.
+      if (end.kind == ChildEnd::Kind::kExited && end.code == kExitForAFreshProcess && results_this_child_ > 0) {
         from = missing;
         continue;
       }
@@ -132,6 +134,7 @@ class Kit {
       std::getline(in, detail);
       if (!detail.empty() && detail[0] == ' ') detail.erase(0, 1);
       if (index < items.size()) {
+        ++results_this_child_;
         results[index] = Reported{items[index].name, outcome, detail,
                                   std::chrono::duration<double>(Clock::now() - started[index]).count()};
       }
@@ -141,6 +144,7 @@ class Kit {
 
   Options o_;
   RunSettings s_;
+  int results_this_child_ = 0;
 };
 
 bool Selected(const Options& o, const std::string& name) {
