@@ -81,6 +81,9 @@ ChildEnd RunInChild(const std::function<void(const ChildChannel&)>& body, const 
     if (getppid() != parent) _exit(120);
     const rlimit no_core{0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
+    // The library's crash is the child's death by its signal, also in a sanitizer build (whose handlers would turn
+    // it into an exit status).
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) signal(sig, SIG_DFL);
     const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (log < 0 || null < 0) _exit(121);

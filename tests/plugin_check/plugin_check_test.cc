@@ -120,12 +120,20 @@ TEST_F(PluginCheckTest, AHandlerThatNeverReturnsFailsTheFuzzCheckNamingTheInput)
 TEST_F(PluginCheckTest, ALeakAcrossReloadsFailsBothLeakChecks) {
   KitRun run = Run("leak");
   EXPECT_EQ(run.exit_code, 1) << run.report;
-  ASSERT_EQ(run.failures.size(), 2u) << run.report;
+  ASSERT_FALSE(run.failures.empty()) << run.report;
   EXPECT_THAT(run.failures[0], HasSubstr("FAIL  leaks: file descriptors across 5 reloads: 5 reloads left 6 file "
                                          "descriptors open that were not before"));
   EXPECT_THAT(run.failures[0], HasSubstr("-> /dev/null"));
+#if defined(__SANITIZE_ADDRESS__)
+  // Built with AddressSanitizer (the sanitizer pass), the kit measures no resident memory: the quarantine keeps what
+  // is freed.
+  EXPECT_EQ(run.failures.size(), 1u) << run.report;
+  EXPECT_THAT(run.report, HasSubstr("SKIP  leaks: resident memory across 5 reloads: resident memory is not measured"));
+#else
+  ASSERT_EQ(run.failures.size(), 2u) << run.report;
   EXPECT_THAT(run.failures[1], HasSubstr("FAIL  leaks: resident memory across 5 reloads: resident memory grew by 4"));
   EXPECT_THAT(run.failures[1], HasSubstr("shutdown does not free what init took"));
+#endif
 }
 
 TEST_F(PluginCheckTest, ACompletionAfterTheHostAnsweredAtTheDeadlineMustNotBeASecondOne) {
