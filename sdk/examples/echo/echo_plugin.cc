@@ -95,21 +95,18 @@ class EchoPlugin : public csi_proxy::sdk::Plugin {
 
     using V1 = v1::EchoApi;
     host.AddService<V1>()
-        .Unary<V1::Echo>(
-            [this](const v1::EchoRequest& req, v1::EchoResponse& resp, CallContext&) {
-              echo_calls_.fetch_add(1, std::memory_order_relaxed);
-              if (req.throw_exception()) throw std::runtime_error("asked to throw");
-              if (req.fail_with_code() < 0 ||
-                  req.fail_with_code() > static_cast<int32_t>(csi_proxy::Code::kUnauthenticated)) {
-                return csi_proxy::InvalidArgument("fail_with_code " + std::to_string(req.fail_with_code()) +
-                                                  " is not a gRPC status code");
-              }
-              if (req.fail_with_code() != 0)
-                return Status(static_cast<csi_proxy::Code>(req.fail_with_code()), req.text());
-              resp.set_text(req.text());
-              return Status::Ok();
-            },
-            csi_proxy::sdk::kNonBlocking)  // answers from memory: runs on the host's I/O thread
+        .Unary<V1::Echo>([this](const v1::EchoRequest& req, v1::EchoResponse& resp, CallContext&) {
+          echo_calls_.fetch_add(1, std::memory_order_relaxed);
+          if (req.throw_exception()) throw std::runtime_error("asked to throw");
+          if (req.fail_with_code() < 0 || req.fail_with_code() > static_cast<int>(csi_proxy::Code::kUnauthenticated)) {
+            return csi_proxy::InvalidArgument("fail_with_code " + std::to_string(req.fail_with_code()) +
+                                              " is not a gRPC status code");
+          }
+          if (req.fail_with_code() != 0) return Status(static_cast<csi_proxy::Code>(req.fail_with_code()), req.text());
+          resp.set_text(req.text());
+          return Status::Ok();
+        },
+                          csi_proxy::sdk::kNonBlocking)  // answers from memory: runs on the host's I/O thread
         .AsyncUnary<V1::EchoLater>([this](v1::EchoRequest req, LaterAnswers::Responder responder) {
           // Completed later from the library's own thread, after the handler has returned.
           later_.Add(std::move(req), std::move(responder));
@@ -126,23 +123,21 @@ class EchoPlugin : public csi_proxy::sdk::Plugin {
           resp.set_text(req.text());
           return Status::Ok();
         })
-        .Unary<V1::WhoAmI>(
-            [this](const v1::WhoAmIRequest&, v1::WhoAmIResponse& resp, CallContext& ctx) {
-              auto peer = ctx.peer();
-              resp.set_pid(peer.pid);
-              resp.set_uid(peer.uid);
-              resp.set_gid(peer.gid);
-              resp.set_greeting(greeting_);
-              resp.set_kubelet_path(kubelet_path_);
-              resp.set_echo_calls(echo_calls_.load(std::memory_order_relaxed));
-              auto deadline = ctx.deadline();
-              if (deadline != std::chrono::system_clock::time_point::max()) {
-                resp.set_deadline_unix_ns(
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
-              }
-              return Status::Ok();
-            },
-            csi_proxy::sdk::kReadOnly);
+        .Unary<V1::WhoAmI>([this](const v1::WhoAmIRequest&, v1::WhoAmIResponse& resp, CallContext& ctx) {
+          auto peer = ctx.peer();
+          resp.set_pid(peer.pid);
+          resp.set_uid(peer.uid);
+          resp.set_gid(peer.gid);
+          resp.set_greeting(greeting_);
+          resp.set_kubelet_path(kubelet_path_);
+          resp.set_echo_calls(echo_calls_.load(std::memory_order_relaxed));
+          auto deadline = ctx.deadline();
+          if (deadline != std::chrono::system_clock::time_point::max()) {
+            resp.set_deadline_unix_ns(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
+          }
+          return Status::Ok();
+        }, csi_proxy::sdk::kReadOnly);
 
     host.AddService<v1alpha1::EchoApi>().Unary<v1alpha1::EchoApi::Echo>(
         [](const v1alpha1::EchoRequest& req, v1alpha1::EchoResponse& resp, CallContext&) {
