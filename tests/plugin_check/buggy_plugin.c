@@ -5,23 +5,37 @@
  *   "hang"       Parse never returns for a request whose first byte is 0xff;
  *   "leak"       init opens a descriptor and takes 8 MiB that shutdown never gives back;
  *   "late-twice" Slow, finishing after the host answered the call at its deadline, completes it twice;
+ *   "socket"     init binds a socket of a fixed name (per process), so a second instance cannot start beside the
+ *                serving one, as a reload starts it;
+ * and, in the build with BUGGY_NEEDS_V2 (negotiation comes before the keys), negotiation refuses a host that offers
+ * only ABI version 1, though the library has nothing of version 2 it cannot do without;
  *   ""           none: the library conforms.
  * Its three methods are read-only, so the kit calls them with its defaults. No descriptors: the kit fuzzes it with
  * well-formed protobuf of no particular message. */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "csi_proxy/plugin_abi.h"
 
+#ifndef BUGGY_NEEDS_V2
+#define BUGGY_NEEDS_V2 0
+#endif
+
 static csi_proxy_host_api host_table;
 static char bug[32];
 static atomic_int in_flight;
 static int leaked_fd = -1;
+static int bound_socket = -1;
 static char* volatile leaked_memory; /* volatile: the compiler keeps what nothing reads */
 
 static int bug_is(const char* name) { return strcmp(bug, name) == 0; }
@@ -77,8 +91,6 @@ static void slow(void* ctx, csi_proxy_host_call* call, const uint8_t* request, s
 }
 
 static csi_proxy_status_code init(const csi_proxy_host_api* host, void** plugin_state, char* error, size_t error_size) {
-  (void)error;
-  (void)error_size;
   if (host == NULL || host->struct_size < CSI_PROXY_HOST_API_V1_SIZE) return CSI_PROXY_STATUS_FAILED_PRECONDITION;
   memset(&host_table, 0, sizeof host_table);
   memcpy(&host_table, host, host->struct_size < sizeof host_table ? host->struct_size : sizeof host_table);
@@ -97,6 +109,19 @@ static csi_proxy_status_code init(const csi_proxy_host_api* host, void** plugin_
     leaked_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     leaked_memory = malloc(8u << 20);
     if (leaked_memory != NULL) memset(leaked_memory, 1, 8u << 20);
+  }
+  if (bug_is("socket")) {
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    /* An abstract name: nothing on disk, gone with the process. */
+    int n = snprintf(address.sun_path + 1, sizeof address.sun_path - 1, "csi-proxy-buggy-%d", (int)getpid());
+    bound_socket = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (bound_socket < 0 || bind(bound_socket, (struct sockaddr*)&address,
+                                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0) {
+      snprintf(error, error_size, "cannot bind the group's socket: %s", strerror(errno));
+      if (bound_socket >= 0) close(bound_socket);
+      bound_socket = -1;
+      return CSI_PROXY_STATUS_UNAVAILABLE;
+    }
   }
   static csi_proxy_method_desc methods[3];
   const char* names[3] = {"GetCount", "Parse", "Slow"};
@@ -117,6 +142,8 @@ static void shutdown_plugin(void* plugin_state) {
   /* With the "leak" bug, leaked_fd and leaked_memory are forgotten here, as a careless library would. */
   leaked_fd = -1;
   leaked_memory = NULL;
+  if (bound_socket >= 0) close(bound_socket);
+  bound_socket = -1;
 }
 
 static const csi_proxy_plugin_api api = {sizeof api, &init, &shutdown_plugin};
@@ -127,7 +154,9 @@ CSI_PROXY_PLUGIN_EXPORT csi_proxy_status_code csi_proxy_plugin_negotiate(const c
   answer->struct_size = CSI_PROXY_PLUGIN_ANSWER_V1_SIZE;
   answer->group = "buggy";
   answer->plugin_version = "1.0.0";
-  if (offer == NULL || offer->abi_version_min > CSI_PROXY_ABI_VERSION_CURRENT || offer->abi_version_max < 1) {
+  /* The group key is not known yet at negotiation: "needs-v2" is this build's (BUGGY_NEEDS_V2). */
+  const uint32_t lowest = BUGGY_NEEDS_V2 ? CSI_PROXY_ABI_VERSION_2 : CSI_PROXY_ABI_VERSION_1;
+  if (offer == NULL || offer->abi_version_min > CSI_PROXY_ABI_VERSION_CURRENT || offer->abi_version_max < lowest) {
     answer->abi_version = CSI_PROXY_ABI_VERSION_CURRENT;
     return CSI_PROXY_STATUS_FAILED_PRECONDITION;
   }

@@ -29,13 +29,13 @@ struct KitRun {
 class PluginCheckTest : public ::testing::Test {
  protected:
   // Runs the kit on the buggy library with `bug` planted and `extra` in its [check] table.
-  KitRun Run(const std::string& bug, std::vector<std::string> args = {}, const std::string& extra = "") {
+  KitRun Run(const std::string& bug, std::vector<std::string> args = {}, const std::string& extra = "",
+             const std::string& library = CSI_PROXY_BUGGY_LIBRARY) {
     const std::string config = dir_.Write("buggy-" + bug + ".toml", "[groups.buggy]\nbug = \"" + bug +
                                                                         "\"\n\n[check]\ncall_timeout_seconds = 2\n"
                                                                         "reloads = 5\n" +
                                                                         extra);
-    std::vector<std::string> argv{
-        CSI_PROXY_PLUGIN_CHECK, CSI_PROXY_BUGGY_LIBRARY, "--config", config, "--seconds", "2"};
+    std::vector<std::string> argv{CSI_PROXY_PLUGIN_CHECK, library, "--config", config, "--seconds", "2"};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string out = dir_.Sub("report-" + std::to_string(++runs_) + ".txt");
     auto child = ChildProcess::Start(argv, out);
@@ -142,6 +142,26 @@ TEST_F(PluginCheckTest, ACompletionAfterTheHostAnsweredAtTheDeadlineMustNotBeASe
   ASSERT_EQ(run.failures.size(), 1u) << run.report;
   EXPECT_THAT(run.failures[0], HasSubstr("FAIL  deadline /v1.Buggy/Slow: the library completed a call twice after the "
                                          "host had answered it"));
+}
+
+TEST_F(PluginCheckTest, AnInstanceThatCannotStartBesideTheServingOneFailsTheReloadCheck) {
+  KitRun run = Run("socket");
+  EXPECT_EQ(run.exit_code, 1) << run.report;
+  ASSERT_FALSE(run.failures.empty()) << run.report;
+  EXPECT_THAT(run.failures[0], HasSubstr("FAIL  lifecycle: reload twice: reload 1: the new instance, loaded beside the "
+                                         "serving one: "));
+  EXPECT_THAT(run.failures[0], HasSubstr("cannot bind the group's socket: Address already in use"));
+  // One instance at a time is fine.
+  EXPECT_THAT(run.report, HasSubstr("PASS  lifecycle: init and shutdown twice:"));
+}
+
+TEST_F(PluginCheckTest, ALibraryThatRefusesTheOldestHostFailsThatAbiCheckOnly) {
+  KitRun run = Run("none", {}, "", CSI_PROXY_BUGGY_V2_LIBRARY);
+  EXPECT_EQ(run.exit_code, 1) << run.report;
+  ASSERT_EQ(run.failures.size(), 1u) << run.report;
+  EXPECT_THAT(run.failures[0], HasSubstr("FAIL  abi: oldest host: a host of ABI version 1 cannot load it: "));
+  EXPECT_THAT(run.failures[0], HasSubstr("the library speaks ABI version 2; this host speaks 1 to 1"));
+  EXPECT_THAT(run.report, HasSubstr("PASS  abi: newest host: negotiated ABI version 2"));
 }
 
 TEST_F(PluginCheckTest, TheJUnitReportSaysWhatTheTextSays) {
