@@ -337,6 +337,7 @@ class Checker {
   std::string Exercise(const Instance& instance) {
     MethodTable table(*instance.plugin);
     const Method* m = SafeMethod(table);
+    exercised_ = m != nullptr ? m->path : "";
     if (m == nullptr) return "";
     auto request = SampleRequest(config_, *m);
     if (!request.ok()) return request.status().message();
@@ -346,6 +347,10 @@ class Checker {
     if (!call->WaitDone(config_.call_timeout)) return m->path + " was not completed within the call timeout";
     std::string wrong = JudgeAnswer(*call, *m);
     return wrong.empty() ? "" : m->path + " " + wrong;
+  }
+
+  std::string Called() const {
+    return exercised_.empty() ? "not called (no read-only method to call)" : "called (" + exercised_ + ")";
   }
 
   Result InitTwice() {
@@ -364,7 +369,7 @@ class Checker {
       loaded.value().reset();
     }
     if (paths[0] != paths[1]) return Fail("the second init registered other methods than the first");
-    return Pass("loaded, initialised, called, shut down and unloaded twice in one process");
+    return Pass("loaded, initialised, " + Called() + ", shut down and unloaded twice in one process");
   }
 
   Result ReloadTwice() {
@@ -387,7 +392,8 @@ class Checker {
     }
     SetNote(ch_, "shutdown of the last instance");
     old.reset();
-    return Pass("a new instance initialised beside the serving one and the old one shut down, twice");
+    return Pass("a new instance initialised beside the serving one, " + Called() +
+                ", and the old one shut down, twice");
   }
 
   // N reloads after a warm-up one; what they left behind is measured once for both leak checks.
@@ -588,6 +594,7 @@ class Checker {
   const ChildChannel& ch_;
   std::unique_ptr<Instance> served_;  // the instance the per-method checks call
   std::unique_ptr<MethodTable> table_;
+  std::string exercised_;  // the method the lifecycle checks called, if any
   bool reloads_done_ = false;
   std::map<int, std::string> fds_before_, fds_after_;
   int64_t rss_before_ = -1, rss_after_ = -1;
