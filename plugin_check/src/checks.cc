@@ -247,7 +247,7 @@ class Checker {
   Checker(const RunSettings& settings, const ChildChannel& channel)
       : s_(settings), config_(settings.config), ch_(channel) {}
 
-  Result Run(const CheckItem& item, size_t index) {
+  Result Run(const CheckItem& item) {
     switch (item.kind) {
       case CheckKind::kAbiNewest:
         return AbiNewest();
@@ -272,7 +272,6 @@ class Checker {
     }
     const Method* method = table_->Find(item.method);
     if (method == nullptr) return Fail("the library did not register " + item.method + " this time");
-    (void)index;
     switch (item.kind) {
       case CheckKind::kFuzz:
         return Fuzz(*method);
@@ -642,7 +641,7 @@ void RunChecks(const std::vector<CheckItem>& items, size_t from, const RunSettin
     SetNote(channel, "");
     Result r;
     try {
-      r = checker.Run(items[i], i);
+      r = checker.Run(items[i]);
     } catch (const std::exception& e) {
       r = Fail(std::string("an exception reached the host's side: ") + e.what());
     }
