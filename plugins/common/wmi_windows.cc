@@ -79,8 +79,12 @@ std::wstring Wide(std::string_view ascii_or_utf8) {
   return wide.ok() ? *wide : std::wstring();
 }
 
+// A CIM string holds no NUL; Wine's __RELPATH comes in a BSTR longer than its text, padded with NULs, which would
+// otherwise end up in object paths.
 std::string Narrow(BSTR b) {
-  return b == nullptr ? std::string() : WideToUtf8(std::wstring_view(b, ::SysStringLen(b)));
+  if (b == nullptr) return std::string();
+  std::wstring_view text(b, ::SysStringLen(b));
+  return WideToUtf8(text.substr(0, text.find(L'\0')));
 }
 
 // COM for the calling thread while a session lives.

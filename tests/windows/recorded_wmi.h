@@ -46,6 +46,10 @@ class RecordedWmi {
     instances.push_back(std::move(object));
     return instances.back();
   }
+  // The recorded instances of a class, to change in place (a method's effect on objects other than its target).
+  std::deque<wmi::Object>& Instances(const std::string& namespace_name, const std::string& class_name) {
+    return classes_[Key(namespace_name, class_name)];
+  }
   // Removes the instances of a class that `match` selects.
   void Remove(const std::string& namespace_name, const std::string& class_name,
               const std::function<bool(const wmi::Object&)>& match) {
@@ -89,13 +93,14 @@ class RecordedWmi {
     };
   }
 
-  // The argument of a recorded call, or null.
-  static wmi::Value Argument(const Call& call, const std::string& name) {
-    for (const auto& [key, value] : call.in) {
+  // The argument of a recorded call (or of in-parameters), or null.
+  static wmi::Value Argument(const wmi::Arguments& in, const std::string& name) {
+    for (const auto& [key, value] : in) {
       if (common::AsciiLower(key) == common::AsciiLower(name)) return value;
     }
     return wmi::Value();
   }
+  static wmi::Value Argument(const Call& call, const std::string& name) { return Argument(call.in, name); }
 
  private:
   static std::string Key(std::string_view namespace_name, std::string_view class_name) {

@@ -30,7 +30,8 @@ sdk::ServiceBuilder& AddMethods(sdk::Host& host, IscsiService& iscsi) {
           [&iscsi](const auto& req, auto&, CallContext&) { return iscsi.RemoveTargetPortal(PortalOf(req)); })
       .template Unary<typename Api::ListTargetPortals>(
           [&iscsi](const auto&, auto& resp, CallContext&) {
-            for (const auto& portal : iscsi.ListTargetPortals()) {
+            CSI_PROXY_ASSIGN_OR_RETURN(auto portals, iscsi.ListTargetPortals());
+            for (const auto& portal : portals) {
               auto* out = resp.add_target_portals();
               out->set_target_address(portal.address);
               out->set_target_port(portal.port);
