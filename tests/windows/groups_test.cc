@@ -1,10 +1,12 @@
-// The filesystem, system and disk groups as Windows DLLs (csi-proxy-filesystem.dll, csi-proxy-system.dll,
-// csi-proxy-disk.dll), each loaded into the SDK's fake host and called through the real C ABI under Wine: every
+// The filesystem, system, disk, smb and iscsi groups as Windows DLLs (csi-proxy-filesystem.dll, ...), each loaded
+// into the SDK's fake host and called through the real C ABI under Wine: every
 // method of every version, the confinement rules (`..`, prefix and case tricks, paths that are not drive paths),
 // links the system follows by itself (Wine's host symlinks, planted by plant_links.sh before the run), the system
 // group against Wine's Service Control Manager (a throwaway service made here and deleted afterwards) and its
 // SMBIOS table, and the disk group against Wine's disk: its reads answer from Wine's device, its writes say what
-// Wine lacks (the Storage Management API's WMI classes) and change nothing.
+// Wine lacks (the Storage Management API's WMI classes) and change nothing. The smb and iscsi groups answer every
+// method with what Wine lacks (the SMB client's WMI namespace, the iSCSI initiator's classes), after the checks of
+// the request, and never with a success; a password or CHAP secret is in no answer and no log line.
 //
 // What Wine cannot show (it has no reparse points: CreateSymbolicLink does nothing there and
 // FSCTL_SET_REPARSE_POINT is not supported) is asserted as such: CreateSymlink fails cleanly and leaves nothing.
@@ -19,15 +21,22 @@
 #include <string>
 
 #include "csi_proxy/testing/fake_host.hpp"
+#include "smb_mapping_users.h"
 #include "v1/disk.pb.h"
 #include "v1/filesystem.pb.h"
+#include "v1/smb.pb.h"
 #include "v1alpha1/disk.pb.h"
 #include "v1alpha1/filesystem.pb.h"
+#include "v1alpha1/iscsi.pb.h"
+#include "v1alpha1/smb.pb.h"
 #include "v1alpha1/system.pb.h"
+#include "v1alpha2/iscsi.pb.h"
 #include "v1beta1/disk.pb.h"
 #include "v1beta1/filesystem.pb.h"
+#include "v1beta1/smb.pb.h"
 #include "v1beta2/disk.pb.h"
 #include "v1beta2/filesystem.pb.h"
+#include "v1beta2/smb.pb.h"
 #include "v1beta3/disk.pb.h"
 #include "v2alpha1/filesystem.pb.h"
 #include "wmi_windows.h"
@@ -307,6 +316,31 @@ TEST_F(FilesystemDll, SymlinkMethodsUnderWineWhichHasNoReparsePoints) {
   link.set_target_path(kubelet() + "\\absent\\pod");
   EXPECT_EQ(Call("/v1.Filesystem/CreateSymlink", link, static_cast<v1::CreateSymlinkResponse*>(nullptr)).code,
             Code::kNotFound);
+}
+
+// A forced Rmdir of a path the SMB group recorded as a local_path link releases the mapping whose last link it was
+// (smb_mapping_users.h). Wine can make no link and has no SMB client's WMI: the record's link is gone, so the group
+// asks the SMB client to remove the mapping, and the log says that it could not; the Rmdir itself succeeds.
+TEST_F(FilesystemDll, RmdirOfAStagedSmbLinkReleasesItsMappingThroughTheSmbClient) {
+  auto policy = csi_proxy::common::PathPolicy::Create(kubelet(), {base_ + "\\work"});
+  ASSERT_TRUE(policy.ok());
+  const std::string stage = kubelet() + "\\plugins\\smb\\pv-1";
+  ASSERT_TRUE(csi_proxy::common::SmbMappingUsers(base_ + "\\state", *policy)
+                  .AddLink(stage, "\\\\srv\\share\\pv-1\\", {"//srv/share", "\\\\srv\\share"})
+                  .ok());
+  MakeDir(kubelet() + "\\plugins");
+  MakeDir(kubelet() + "\\plugins\\smb");
+  MakeDir(stage);
+  v1::RmdirRequest rmdir;
+  rmdir.set_path(kubelet() + "\\plugins\\smb");
+  rmdir.set_force(true);
+  auto removed = Call("/v1.Filesystem/Rmdir", rmdir, static_cast<v1::RmdirResponse*>(nullptr));
+  ASSERT_TRUE(removed.ok()) << removed.Describe();
+  EXPECT_FALSE(Exists(stage));
+  std::string warnings;
+  for (const auto& line : host_->log()) warnings += line.message + "\n";
+  EXPECT_NE(warnings.find("could not release the SMB mappings its links used"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("ROOT\\Microsoft\\Windows\\SMB"), std::string::npos) << warnings;
 }
 
 // Links the system follows by itself (Wine's host symlinks, see plant_links.sh) are refused for every method, and
@@ -627,6 +661,253 @@ TEST_F(DiskDll, WritesSayWhatWineLacksAndChangeNothing) {
   v1::GetDiskStatsResponse size;
   ASSERT_TRUE(host_.Call("/v1.Disk/GetDiskStats", stats, &size).ok());
   EXPECT_EQ(static_cast<uint64_t>(size.total_bytes()), WmiDiskSize());
+}
+
+// ---- The smb group
+
+// Full of what a credential string, a query or a command line would trip over.
+constexpr char kSecret[] = "Pa55:w0rd;$(calc)'\"%0A";
+
+std::string AllLogLines(const FakeHost& host) {
+  std::string lines;
+  for (const auto& line : host.log()) lines += line.message + "\n";
+  return lines;
+}
+
+// One version's messages.
+#define CSI_PROXY_SMB_VERSION(Name, ns)                                        \
+  struct Name {                                                                \
+    using NewSmbGlobalMappingRequest = ns::NewSmbGlobalMappingRequest;         \
+    using NewSmbGlobalMappingResponse = ns::NewSmbGlobalMappingResponse;       \
+    using RemoveSmbGlobalMappingRequest = ns::RemoveSmbGlobalMappingRequest;   \
+    using RemoveSmbGlobalMappingResponse = ns::RemoveSmbGlobalMappingResponse; \
+  };
+CSI_PROXY_SMB_VERSION(SmbV1, v1)
+CSI_PROXY_SMB_VERSION(SmbV1beta2, v1beta2)
+CSI_PROXY_SMB_VERSION(SmbV1beta1, v1beta1)
+CSI_PROXY_SMB_VERSION(SmbV1alpha1, v1alpha1)
+#undef CSI_PROXY_SMB_VERSION
+
+class SmbDll : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = "C:\\csi-smb-test-" + std::to_string(::GetCurrentProcessId());
+    RemoveTree(base_);
+    MakeDir(base_);
+    for (const char* dir : {"kubelet", "kubelet\\plugins", "state"}) MakeDir(base_ + "\\" + dir);
+    host_ = std::make_unique<FakeHost>(FakeHostOptions{.kubelet_path = kubelet(), .state_dir = base_ + "\\state"});
+    ASSERT_TRUE(host_->Load(SMB_LIBRARY).ok());
+    ASSERT_TRUE(host_->Negotiate().ok());
+    auto status = host_->Init();
+    ASSERT_TRUE(status.ok()) << status.message();
+  }
+  void TearDown() override {
+    host_->Shutdown();
+    EXPECT_TRUE(host_->violations().empty());
+    host_.reset();
+    RemoveTree(base_);
+  }
+
+  std::string kubelet() const { return base_ + "\\kubelet"; }
+
+  // NewSmbGlobalMapping and RemoveSmbGlobalMapping of one version: what Wine lacks, named; nothing made.
+  template <typename Api>
+  void MapAndRemoveSayWhatWineLacks(const std::string& version) {
+    const std::string svc = "/" + version + ".Smb/";
+    const std::string stage = kubelet() + "\\plugins\\" + version;
+    typename Api::NewSmbGlobalMappingRequest map;
+    map.set_remote_path("\\\\srv\\share\\pv-1");
+    map.set_local_path(stage);
+    map.set_username("CONTOSO\\svc-csi");
+    map.set_password(kSecret);
+    auto mapped =
+        host_->Call(svc + "NewSmbGlobalMapping", map, static_cast<typename Api::NewSmbGlobalMappingResponse*>(nullptr));
+    EXPECT_EQ(mapped.code, Code::kUnimplemented) << version << ": " << mapped.Describe();
+    EXPECT_NE(mapped.message.find("no WMI namespace ROOT\\Microsoft\\Windows\\SMB"), std::string::npos)
+        << mapped.message;
+    EXPECT_EQ(mapped.message.find("Pa55"), std::string::npos) << mapped.message;
+    EXPECT_FALSE(Exists(stage)) << version << ": a local_path link to a mapping that was not made";
+    typename Api::RemoveSmbGlobalMappingRequest remove;
+    remove.set_remote_path("\\\\srv\\share");
+    auto removed = host_->Call(svc + "RemoveSmbGlobalMapping", remove,
+                               static_cast<typename Api::RemoveSmbGlobalMappingResponse*>(nullptr));
+    EXPECT_EQ(removed.code, Code::kUnimplemented) << version << ": " << removed.Describe();
+    EXPECT_NE(removed.message.find("ROOT\\Microsoft\\Windows\\SMB"), std::string::npos) << removed.message;
+  }
+
+  std::string base_;
+  std::unique_ptr<FakeHost> host_;
+};
+
+TEST_F(SmbDll, EveryVersionSaysWineHasNoSmbClientWmiAndMakesNothing) {
+  MapAndRemoveSayWhatWineLacks<SmbV1>("v1");
+  MapAndRemoveSayWhatWineLacks<SmbV1beta2>("v1beta2");
+  MapAndRemoveSayWhatWineLacks<SmbV1beta1>("v1beta1");
+  MapAndRemoveSayWhatWineLacks<SmbV1alpha1>("v1alpha1");
+  const std::string log = AllLogLines(*host_);
+  EXPECT_EQ(log.find("Pa55"), std::string::npos) << log;
+  // The group says at start what the system lacks.
+  EXPECT_NE(log.find("NewSmbGlobalMapping will fail until that is fixed"), std::string::npos) << log;
+}
+
+TEST_F(SmbDll, RequestsAreCheckedBeforeTheSystemIsAsked) {
+  v1::NewSmbGlobalMappingRequest map;
+  map.set_remote_path("\\\\srv\\share;calc");
+  auto call = [&] {
+    return host_->Call("/v1.Smb/NewSmbGlobalMapping", map, static_cast<v1::NewSmbGlobalMappingResponse*>(nullptr));
+  };
+  EXPECT_EQ(call().code, Code::kInvalidArgument);
+  map.set_remote_path("\\\\srv\\share");
+  map.set_local_path(base_ + "\\state\\stage");  // outside the allowed roots
+  EXPECT_EQ(call().code, Code::kPermissionDenied) << call().Describe();
+  map.set_local_path(kubelet() + "\\absent\\stage");
+  EXPECT_EQ(call().code, Code::kNotFound) << call().Describe();
+  MakeDir(kubelet() + "\\plugins\\taken");
+  map.set_local_path(kubelet() + "\\plugins\\taken");
+  EXPECT_EQ(call().code, Code::kAlreadyExists) << call().Describe();
+  map.set_local_path("");
+  map.set_password(kSecret);  // a password without a user name
+  auto refused = call();
+  EXPECT_EQ(refused.code, Code::kInvalidArgument);
+  EXPECT_EQ(refused.message.find("Pa55"), std::string::npos) << refused.message;
+}
+
+TEST(SmbDllKeys, KeysOfTheLinuxBackendAreRefused) {
+  for (const char* key : {"mount_helper = 'C:\\mount.exe'", "mount_root = 'C:\\smb'", "smb_version = '3.0'",
+                          "port = 1445", "mount_timeout_seconds = 5"}) {
+    FakeHost host;
+    ASSERT_TRUE(host.Load(SMB_LIBRARY).ok());
+    ASSERT_TRUE(host.Negotiate().ok());
+    auto status = host.Init(key);
+    EXPECT_FALSE(status.ok()) << key;
+    EXPECT_NE(status.message().find("has a meaning on Linux only"), std::string::npos) << status.message();
+  }
+  FakeHost host(FakeHostOptions{.kubelet_path = "C:\\var\\lib\\kubelet", .state_dir = "C:\\ProgramData\\csi-proxy"});
+  ASSERT_TRUE(host.Load(SMB_LIBRARY).ok());
+  ASSERT_TRUE(host.Negotiate().ok());
+  auto started = host.Init("require_privacy = false");
+  EXPECT_TRUE(started.ok()) << started.message();
+}
+
+// ---- The iscsi group
+
+#define CSI_PROXY_ISCSI_VERSION(Name, ns)                                  \
+  struct Name {                                                            \
+    using AddTargetPortalRequest = ns::AddTargetPortalRequest;             \
+    using AddTargetPortalResponse = ns::AddTargetPortalResponse;           \
+    using ListTargetPortalsRequest = ns::ListTargetPortalsRequest;         \
+    using ListTargetPortalsResponse = ns::ListTargetPortalsResponse;       \
+    using DiscoverTargetPortalRequest = ns::DiscoverTargetPortalRequest;   \
+    using DiscoverTargetPortalResponse = ns::DiscoverTargetPortalResponse; \
+    using ConnectTargetRequest = ns::ConnectTargetRequest;                 \
+    using ConnectTargetResponse = ns::ConnectTargetResponse;               \
+    using GetTargetDisksRequest = ns::GetTargetDisksRequest;               \
+    using GetTargetDisksResponse = ns::GetTargetDisksResponse;             \
+    using DisconnectTargetRequest = ns::DisconnectTargetRequest;           \
+    using DisconnectTargetResponse = ns::DisconnectTargetResponse;         \
+    using RemoveTargetPortalRequest = ns::RemoveTargetPortalRequest;       \
+    using RemoveTargetPortalResponse = ns::RemoveTargetPortalResponse;     \
+    static constexpr auto kOneWayChap = ns::ONE_WAY_CHAP;                  \
+  };
+CSI_PROXY_ISCSI_VERSION(IscsiV1alpha2, v1alpha2)
+CSI_PROXY_ISCSI_VERSION(IscsiV1alpha1, v1alpha1)
+#undef CSI_PROXY_ISCSI_VERSION
+
+class IscsiDll : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(host_.Load(ISCSI_LIBRARY).ok());
+    ASSERT_TRUE(host_.Negotiate().ok());
+    auto status = host_.Init();
+    ASSERT_TRUE(status.ok()) << status.message();
+  }
+  void TearDown() override {
+    host_.Shutdown();
+    EXPECT_TRUE(host_.violations().empty());
+  }
+
+  // Every method of one version: each names the initiator's class Wine lacks; none succeeds.
+  template <typename Api>
+  void EveryMethodSaysWhatWineLacks(const std::string& version) {
+    const std::string svc = "/" + version + ".Iscsi/";
+    auto lacks = [&](const std::string& method, const csi_proxy::sdk::testing::CallResult& result) {
+      EXPECT_EQ(result.code, Code::kUnimplemented) << version << " " << method << ": " << result.Describe();
+      EXPECT_NE(result.message.find("no WMI class MSFT_iSCSI"), std::string::npos) << method << ": " << result.message;
+      EXPECT_NE(result.message.find("ROOT\\Microsoft\\Windows\\Storage"), std::string::npos) << result.message;
+      EXPECT_EQ(result.message.find("chap-"), std::string::npos) << result.message;
+    };
+    typename Api::AddTargetPortalRequest add;
+    add.mutable_target_portal()->set_target_address("192.0.2.10");
+    lacks("AddTargetPortal",
+          host_.Call(svc + "AddTargetPortal", add, static_cast<typename Api::AddTargetPortalResponse*>(nullptr)));
+    typename Api::ListTargetPortalsResponse listed;
+    lacks("ListTargetPortals",
+          host_.Call(svc + "ListTargetPortals", typename Api::ListTargetPortalsRequest(), &listed));
+    typename Api::DiscoverTargetPortalRequest discover;
+    discover.mutable_target_portal()->set_target_address("192.0.2.10");
+    typename Api::DiscoverTargetPortalResponse iqns;
+    lacks("DiscoverTargetPortal", host_.Call(svc + "DiscoverTargetPortal", discover, &iqns));
+    typename Api::ConnectTargetRequest connect;
+    connect.mutable_target_portal()->set_target_address("192.0.2.10");
+    connect.set_iqn("iqn.2003-01.org.example:vol-1");
+    connect.set_auth_type(Api::kOneWayChap);
+    connect.set_chap_username("node");
+    connect.set_chap_secret("chap-secret-1234");
+    lacks("ConnectTarget",
+          host_.Call(svc + "ConnectTarget", connect, static_cast<typename Api::ConnectTargetResponse*>(nullptr)));
+    typename Api::GetTargetDisksRequest disks;
+    disks.mutable_target_portal()->set_target_address("192.0.2.10");
+    disks.set_iqn("iqn.2003-01.org.example:vol-1");
+    typename Api::GetTargetDisksResponse ids;
+    lacks("GetTargetDisks", host_.Call(svc + "GetTargetDisks", disks, &ids));
+    typename Api::DisconnectTargetRequest disconnect;
+    disconnect.mutable_target_portal()->set_target_address("192.0.2.10");
+    disconnect.set_iqn("iqn.2003-01.org.example:vol-1");
+    lacks("DisconnectTarget", host_.Call(svc + "DisconnectTarget", disconnect,
+                                         static_cast<typename Api::DisconnectTargetResponse*>(nullptr)));
+    typename Api::RemoveTargetPortalRequest remove;
+    remove.mutable_target_portal()->set_target_address("192.0.2.10");
+    lacks("RemoveTargetPortal", host_.Call(svc + "RemoveTargetPortal", remove,
+                                           static_cast<typename Api::RemoveTargetPortalResponse*>(nullptr)));
+  }
+
+  FakeHost host_;
+};
+
+TEST_F(IscsiDll, EveryMethodOfEveryVersionSaysWineHasNoIscsiInitiatorClasses) {
+  EveryMethodSaysWhatWineLacks<IscsiV1alpha2>("v1alpha2");
+  EveryMethodSaysWhatWineLacks<IscsiV1alpha1>("v1alpha1");
+  v1alpha2::SetMutualChapSecretRequest secret;
+  secret.set_mutualchapsecret("chap-mutual-1234");
+  auto set = host_.Call("/v1alpha2.Iscsi/SetMutualChapSecret", secret,
+                        static_cast<v1alpha2::SetMutualChapSecretResponse*>(nullptr));
+  EXPECT_EQ(set.code, Code::kUnimplemented) << set.Describe();
+  EXPECT_NE(set.message.find("MSFT_iSCSISession"), std::string::npos) << set.message;
+  const std::string log = AllLogLines(host_);
+  EXPECT_EQ(log.find("chap-"), std::string::npos) << log;
+}
+
+TEST_F(IscsiDll, RequestsAreCheckedBeforeTheSystemIsAsked) {
+  v1alpha2::ConnectTargetRequest connect;  // no target_portal: upstream crashed the process here
+  connect.set_iqn("iqn.2003-01.org.example:vol-1");
+  EXPECT_EQ(
+      host_.Call("/v1alpha2.Iscsi/ConnectTarget", connect, static_cast<v1alpha2::ConnectTargetResponse*>(nullptr)).code,
+      Code::kInvalidArgument);
+  connect.mutable_target_portal()->set_target_address("192.0.2.10;calc");
+  EXPECT_EQ(
+      host_.Call("/v1alpha2.Iscsi/ConnectTarget", connect, static_cast<v1alpha2::ConnectTargetResponse*>(nullptr)).code,
+      Code::kInvalidArgument);
+}
+
+TEST(IscsiDllKeys, KeysOfTheLinuxBackendAreRefused) {
+  for (const char* key : {"state_dir = 'C:\\iscsi'", "initiator_name = 'iqn.2024-01.io.k8s:node'", "max_portals = 4"}) {
+    FakeHost host;
+    ASSERT_TRUE(host.Load(ISCSI_LIBRARY).ok());
+    ASSERT_TRUE(host.Negotiate().ok());
+    auto status = host.Init(key);
+    EXPECT_NE(status.message().find("has a meaning on Linux only"), std::string::npos)
+        << key << ": " << status.message();
+  }
 }
 
 }  // namespace
