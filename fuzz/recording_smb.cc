@@ -44,6 +44,10 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions&, c
   return std::unique_ptr<SmbBackend>(std::make_unique<RecordingSmbBackend>());
 }
 
-Status CheckSmbSupport() { return Status::Ok(); }
+Status CheckSmbSupport(bool) { return Status::Ok(); }
+
+std::vector<std::string_view> KeysOfTheOtherSystem() { return {}; }
+
+std::string WhereMappingsAre(const SmbBackendOptions&) { return "mappings in memory (fuzzing)"; }
 
 }  // namespace csi_proxy::smb

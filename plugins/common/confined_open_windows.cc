@@ -280,6 +280,14 @@ Status CheckDirectlyInside(HANDLE parent, HANDLE child, const PathPolicy& policy
   return policy.EscapeError(field, path, "the system resolved it through a link it followed by itself");
 }
 
+StatusOr<UniqueHandle> PinDirectory(HANDLE dir, const std::string& shown) {
+  UniqueHandle pinned;
+  NTSTATUS status = OpenBelow(dir, L"", FILE_READ_ATTRIBUTES | FILE_LIST_DIRECTORY, FILE_DIRECTORY_FILE, pinned,
+                              FILE_OPEN, FILE_SHARE_READ | FILE_SHARE_WRITE);
+  if (status < 0) return NtStatusToStatus(status, "opening the directory of " + QuotePath(shown));
+  return pinned;
+}
+
 StatusOr<std::wstring> DosPathOf(HANDLE dir, std::wstring_view name) {
   std::wstring path(512, L'\0');
   for (;;) {

@@ -76,6 +76,11 @@ StatusOr<std::wstring> FinalPath(HANDLE handle);
 Status CheckDirectlyInside(HANDLE parent, HANDLE child, const PathPolicy& policy, std::string_view field,
                            const std::string& path);
 
+// `dir` opened again without FILE_SHARE_DELETE: while this handle is open, neither the directory nor one above it
+// can be renamed, so a path built from it (DosPathOf) stays true while a call that takes only a path
+// (SetVolumeMountPoint, DeleteVolumeMountPoint) runs. `shown` names the directory in messages.
+StatusOr<UniqueHandle> PinDirectory(HANDLE dir, const std::string& shown);
+
 // The DOS path of a directory and a name in it ("C:\\var\\lib\\kubelet\\x"), for the few Win32 calls that take
 // only a path (DeleteVolumeMountPoint). `dir` is held open by the caller while the path is used.
 StatusOr<std::wstring> DosPathOf(HANDLE dir, std::wstring_view name);

@@ -92,4 +92,23 @@ StatusOr<uint32_t> ParseDiskNumber(std::string_view text) {
   return static_cast<uint32_t>(value);
 }
 
+std::optional<std::string> CanonicalVolumeGuidPath(std::string_view text) {
+  constexpr std::string_view kPrefix = "\\\\?\\Volume{";
+  if (text.size() >= 2 && text.back() == '\\') text.remove_suffix(1);
+  if (text.size() != kPrefix.size() + 37 || text.back() != '}' ||
+      AsciiLower(std::string(text.substr(0, kPrefix.size()))) != AsciiLower(std::string(kPrefix))) {
+    return std::nullopt;  // the object manager compares "Volume" without regard to case
+  }
+  std::string canonical(kPrefix);
+  const std::string_view guid = text.substr(kPrefix.size(), 36);
+  for (size_t i = 0; i < guid.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    char c = guid[i];
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+    canonical.push_back(c);
+  }
+  return canonical + "}\\";
+}
+
 }  // namespace csi_proxy::common

@@ -47,6 +47,11 @@ std::string NvmePage83Identifier(std::string_view eui, std::string_view nguid);
 // The product serial number of a VPD page 0x80 (bytes 4 .. 4+length), untrimmed. "" when malformed.
 std::string ParseVpdSerial(std::string_view vpd_page);
 
+// A Windows volume GUID path, the form upstream's volume IDs take (MSFT_Volume.UniqueId, FindFirstVolume):
+// \\?\Volume{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}\ (in any case; the trailing backslash optional). The
+// canonical form is written so, with lowercase digits and the trailing backslash. nullopt for anything else.
+std::optional<std::string> CanonicalVolumeGuidPath(std::string_view text);
+
 // A disk number written as decimal text, as older API versions carry it ("7"). INVALID_ARGUMENT for anything
 // else: empty, signs, spaces, other digits, values beyond uint32.
 StatusOr<uint32_t> ParseDiskNumber(std::string_view text);

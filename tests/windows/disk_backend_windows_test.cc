@@ -18,6 +18,7 @@
 namespace csi_proxy::disk {
 namespace {
 
+using testing::Ok;
 using testing::RecordedStorage;
 using testing::RecordedWmi;
 namespace ioctl = common::ioctl;
@@ -86,7 +87,7 @@ class WindowsDiskBackendTest : public ::testing::Test {
       return StatusOr<wmi::MethodResult>(testing::Answer(0));
     });
     records.OnMethod(kStorage, "MSFT_Disk", "CreatePartition", [this](wmi::Object* disk, const wmi::Arguments& in) {
-      auto number = *disk->GetUint("Number");
+      auto number = Ok(disk->GetUint("Number"));
       std::string gpt = String(RecordedWmi::Argument({"", "", "", "", in}, "GptType"));
       storage_->wmi.Add(kStorage, gpt.empty() ? msft::MbrPartition(static_cast<uint32_t>(number), 1, 7, 10ull << 30)
                                               : msft::GptPartition(static_cast<uint32_t>(number), 2, gpt, 10ull << 30,
@@ -158,13 +159,13 @@ TEST_F(WindowsDiskBackendTest, IdsAreUpstreamsPage83RuleAndTheDescriptorsSerial)
 }
 
 TEST_F(WindowsDiskBackendTest, DiskNumberByPage83) {
-  EXPECT_EQ(*service_->GetDiskNumberByName("Google  persistent-disk-1"), 2u);
+  EXPECT_EQ(Ok(service_->GetDiskNumberByName("Google  persistent-disk-1")), 2u);
   EXPECT_EQ(service_->GetDiskNumberByName("Google  persistent-disk-9").status().code(), Code::kNotFound);
   EXPECT_EQ(service_->GetDiskNumberByName("").status().code(), Code::kInvalidArgument);
 }
 
 TEST_F(WindowsDiskBackendTest, StatsAreTheGeometrysDiskSize) {
-  EXPECT_EQ(*service_->GetDiskStats(2), int64_t{10} << 30);
+  EXPECT_EQ(Ok(service_->GetDiskStats(2)), int64_t{10} << 30);
   auto unknown = service_->GetDiskStats(7);
   EXPECT_EQ(unknown.status().code(), Code::kNotFound);
   EXPECT_EQ(unknown.status().message(), "no disk with number 7");
@@ -175,8 +176,8 @@ TEST_F(WindowsDiskBackendTest, StatsAreTheGeometrysDiskSize) {
 }
 
 TEST_F(WindowsDiskBackendTest, StateIsTheOfflineAttribute) {
-  EXPECT_TRUE(*service_->GetDiskState(0));
-  EXPECT_FALSE(*service_->GetDiskState(2));
+  EXPECT_TRUE(Ok(service_->GetDiskState(0)));
+  EXPECT_FALSE(Ok(service_->GetDiskState(2)));
   EXPECT_EQ(service_->GetDiskState(7).status().code(), Code::kNotFound);
 }
 
@@ -348,7 +349,8 @@ TEST_F(WindowsDiskBackendTest, APartitionMadeWithoutItsAccessPathOrADiskInitiali
 TEST_F(WindowsDiskBackendTest, PartitionDiskOfAnUnknownDiskIsNotFound) {
   WithStorageApi(msft::Disk(2, 0));
   EXPECT_EQ(service_->PartitionDisk(9).code(), Code::kNotFound);
-  storage_->wmi.Remove(kStorage, "MSFT_Disk", [](const wmi::Object& d) { return *d.GetUint("Number") == 2; });
+  storage_->wmi.Remove(kStorage, "MSFT_Disk",
+                       [](const wmi::Object& d) { return d.GetUint("Number").ok() && *d.GetUint("Number") == 2; });
   Status unlisted = service_->PartitionDisk(2);  // a disk the API does not know yet
   EXPECT_EQ(unlisted.code(), Code::kNotFound);
   EXPECT_NE(unlisted.message().find("Rescan"), std::string::npos);

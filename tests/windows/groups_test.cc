@@ -1,12 +1,13 @@
-// The filesystem, system, disk, smb and iscsi groups as Windows DLLs (csi-proxy-filesystem.dll, ...), each loaded
-// into the SDK's fake host and called through the real C ABI under Wine: every
-// method of every version, the confinement rules (`..`, prefix and case tricks, paths that are not drive paths),
-// links the system follows by itself (Wine's host symlinks, planted by plant_links.sh before the run), the system
-// group against Wine's Service Control Manager (a throwaway service made here and deleted afterwards) and its
-// SMBIOS table, and the disk group against Wine's disk: its reads answer from Wine's device, its writes say what
-// Wine lacks (the Storage Management API's WMI classes) and change nothing. The smb and iscsi groups answer every
-// method with what Wine lacks (the SMB client's WMI namespace, the iSCSI initiator's classes), after the checks of
-// the request, and never with a success; a password or CHAP secret is in no answer and no log line.
+// The filesystem, system, disk, volume, smb and iscsi groups as Windows DLLs (csi-proxy-<group>.dll), each loaded
+// into the SDK's fake host and called through the real C ABI under Wine: every method of every version, the
+// confinement rules (`..`, prefix and case tricks, paths that are not drive paths), links the system follows by
+// itself (Wine's host symlinks, planted by plant_links.sh before the run), the system group against Wine's Service
+// Control Manager (a throwaway service made here and deleted afterwards) and its SMBIOS table, and the disk and
+// volume groups against Wine's disk and volumes: reads answer from Wine's devices, writes say what Wine lacks (the
+// Storage Management API's WMI classes, volume flushes) or refuse the node's own volumes, and change nothing. The smb
+// and iscsi groups answer every method with what Wine lacks (the SMB client's WMI namespace, the iSCSI initiator's
+// classes), after the checks of the request, and never with a success; a password or CHAP secret is in no answer
+// and no log line.
 //
 // What Wine cannot show (it has no reparse points: CreateSymbolicLink does nothing there and
 // FSCTL_SET_REPARSE_POINT is not supported) is asserted as such: CreateSymlink fails cleanly and leaves nothing.
@@ -25,20 +26,27 @@
 #include "v1/disk.pb.h"
 #include "v1/filesystem.pb.h"
 #include "v1/smb.pb.h"
+#include "v1/volume.pb.h"
 #include "v1alpha1/disk.pb.h"
 #include "v1alpha1/filesystem.pb.h"
 #include "v1alpha1/iscsi.pb.h"
 #include "v1alpha1/smb.pb.h"
 #include "v1alpha1/system.pb.h"
+#include "v1alpha1/volume.pb.h"
 #include "v1alpha2/iscsi.pb.h"
 #include "v1beta1/disk.pb.h"
 #include "v1beta1/filesystem.pb.h"
 #include "v1beta1/smb.pb.h"
+#include "v1beta1/volume.pb.h"
 #include "v1beta2/disk.pb.h"
 #include "v1beta2/filesystem.pb.h"
 #include "v1beta2/smb.pb.h"
+#include "v1beta2/volume.pb.h"
 #include "v1beta3/disk.pb.h"
+#include "v1beta3/volume.pb.h"
 #include "v2alpha1/filesystem.pb.h"
+#include "v2alpha1/volume.pb.h"
+#include "win32_windows.h"
 #include "wmi_windows.h"
 
 namespace {
@@ -661,6 +669,163 @@ TEST_F(DiskDll, WritesSayWhatWineLacksAndChangeNothing) {
   v1::GetDiskStatsResponse size;
   ASSERT_TRUE(host_.Call("/v1.Disk/GetDiskStats", stats, &size).ok());
   EXPECT_EQ(static_cast<uint64_t>(size.total_bytes()), WmiDiskSize());
+}
+
+// ---- The volume group
+
+// Wine's volumes are its drives (C: and Z:, volume GUID paths of their own), partitions 1 and 2 of its disk 0.
+class VolumeDll : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = "C:\\csi-volume-dll-" + std::to_string(::GetCurrentProcessId());
+    RemoveTree(base_);
+    MakeDir(base_);
+    MakeDir(base_ + "\\kubelet");
+    MakeDir(base_ + "\\kubelet\\staging");
+    host_ = std::make_unique<FakeHost>(FakeHostOptions{.kubelet_path = base_ + "\\kubelet"});
+    ASSERT_TRUE(host_->Load(VOLUME_LIBRARY).ok());
+    ASSERT_TRUE(host_->Negotiate().ok());
+    auto status = host_->Init("");
+    ASSERT_TRUE(status.ok()) << status.message();
+    wchar_t name[MAX_PATH];
+    ASSERT_TRUE(::GetVolumeNameForVolumeMountPointW(L"C:\\", name, MAX_PATH));
+    c_volume_ = csi_proxy::common::WideToUtf8(name);
+  }
+  void TearDown() override {
+    host_->Shutdown();
+    EXPECT_TRUE(host_->violations().empty());
+    host_.reset();
+    RemoveTree(base_);
+  }
+
+  std::string staging() const { return base_ + "\\kubelet\\staging"; }
+
+  template <typename Response = v1::MountVolumeResponse, typename Request>
+  csi_proxy::sdk::testing::CallResult Call(const std::string& method, const Request& req, Response* resp = nullptr) {
+    return host_->Call(method, req, resp);
+  }
+
+  std::string base_;
+  std::string c_volume_;  // \\?\Volume{...}\ of C:, as Wine's mount manager names it
+  std::unique_ptr<FakeHost> host_;
+};
+
+TEST_F(VolumeDll, ReadsAnswerFromWinesVolumes) {
+  v1::ListVolumesOnDiskRequest list;
+  list.set_disk_number(0);
+  v1::ListVolumesOnDiskResponse volumes;
+  auto listed = Call("/v1.Volume/ListVolumesOnDisk", list, &volumes);
+  ASSERT_TRUE(listed.ok()) << listed.Describe();
+  ASSERT_EQ(volumes.volume_ids_size(), 2) << "C: and Z:";
+  EXPECT_EQ(volumes.volume_ids(0), c_volume_);
+  list.set_partition_number(2);
+  ASSERT_TRUE(Call("/v1.Volume/ListVolumesOnDisk", list, &volumes).ok());
+  ASSERT_EQ(volumes.volume_ids_size(), 1);
+  EXPECT_NE(volumes.volume_ids(0), c_volume_);
+  list.set_disk_number(7);
+  EXPECT_EQ(Call("/v1.Volume/ListVolumesOnDisk", list, &volumes).code, Code::kNotFound);
+
+  v1::IsVolumeFormattedRequest formatted;
+  formatted.set_volume_id(c_volume_);
+  v1::IsVolumeFormattedResponse is_formatted;
+  ASSERT_TRUE(Call("/v1.Volume/IsVolumeFormatted", formatted, &is_formatted).ok());
+  EXPECT_TRUE(is_formatted.formatted());
+
+  v1::GetVolumeStatsRequest stats;
+  stats.set_volume_id(c_volume_);
+  v1::GetVolumeStatsResponse sizes;
+  ASSERT_TRUE(Call("/v1.Volume/GetVolumeStats", stats, &sizes).ok());
+  ULARGE_INTEGER available{}, total{}, free{};
+  ASSERT_TRUE(::GetDiskFreeSpaceExW(L"C:\\", &available, &total, &free));
+  EXPECT_EQ(static_cast<uint64_t>(sizes.total_bytes()), total.QuadPart);
+  // The host's other work changes what is free between the two reads; not by a gigabyte.
+  EXPECT_NEAR(static_cast<double>(sizes.used_bytes()), static_cast<double>(total.QuadPart - free.QuadPart), 1e9);
+
+  v1::GetDiskNumberFromVolumeIDRequest disk;
+  disk.set_volume_id(c_volume_);
+  v1::GetDiskNumberFromVolumeIDResponse number;
+  ASSERT_TRUE(Call("/v1.Volume/GetDiskNumberFromVolumeID", disk, &number).ok());
+  EXPECT_EQ(number.disk_number(), 0u);
+
+  // The staging directory is no mount point; the volume that holds it is C:'s.
+  v1::GetVolumeIDFromTargetPathRequest exact;
+  exact.set_target_path(staging());
+  v1::GetVolumeIDFromTargetPathResponse id;
+  EXPECT_EQ(Call("/v1.Volume/GetVolumeIDFromTargetPath", exact, &id).code, Code::kNotFound);
+  v2alpha1::GetClosestVolumeIDFromTargetPathRequest closest;
+  closest.set_target_path(staging());
+  v2alpha1::GetClosestVolumeIDFromTargetPathResponse closest_id;
+  auto found = Call("/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath", closest, &closest_id);
+  ASSERT_TRUE(found.ok()) << found.Describe();
+  EXPECT_EQ(closest_id.volume_id(), c_volume_);
+
+  // IDs as on Linux: malformed INVALID_ARGUMENT, unknown NOT_FOUND.
+  formatted.set_volume_id("/dev/sdb1");
+  EXPECT_EQ(Call("/v1.Volume/IsVolumeFormatted", formatted, &is_formatted).code, Code::kInvalidArgument);
+  formatted.set_volume_id("\\\\?\\Volume{99999999-9999-9999-9999-999999999999}\\");
+  EXPECT_EQ(Call("/v1.Volume/IsVolumeFormatted", formatted, &is_formatted).code, Code::kNotFound);
+}
+
+TEST_F(VolumeDll, OlderVersionsReadTheSameVolumes) {
+  v1beta2::ListVolumesOnDiskRequest list;
+  list.set_disk_id("0");
+  v1beta2::ListVolumesOnDiskResponse volumes;
+  ASSERT_TRUE(Call("/v1beta2.Volume/ListVolumesOnDisk", list, &volumes).ok());
+  EXPECT_EQ(volumes.volume_ids_size(), 2);
+  v1beta3::VolumeStatsRequest stats;
+  stats.set_volume_id(c_volume_);
+  v1beta3::VolumeStatsResponse sizes;
+  ASSERT_TRUE(Call("/v1beta3.Volume/VolumeStats", stats, &sizes).ok());
+  EXPECT_GT(sizes.volume_size(), 0);
+  v1beta1::VolumeDiskNumberRequest disk;
+  disk.set_volume_id(c_volume_);
+  v1beta1::VolumeDiskNumberResponse number;
+  ASSERT_TRUE(Call("/v1beta1.Volume/GetVolumeDiskNumber", disk, &number).ok());
+  EXPECT_EQ(number.disknumber(), 0);
+  v1alpha1::IsVolumeFormattedRequest formatted;
+  formatted.set_volume_id(c_volume_);
+  v1alpha1::IsVolumeFormattedResponse is_formatted;
+  ASSERT_TRUE(Call("/v1alpha1.Volume/IsVolumeFormatted", formatted, &is_formatted).ok());
+  EXPECT_TRUE(is_formatted.formatted());
+}
+
+TEST_F(VolumeDll, WritesRefuseTheNodesVolumesOrSayWhatWineLacksAndChangeNothing) {
+  // Wine's only volumes are its drives, volumes of the node itself: not mounted into the kubelet tree, not
+  // formatted.
+  v1::MountVolumeRequest mount;
+  mount.set_volume_id(c_volume_);
+  mount.set_target_path(staging());
+  auto mounted = Call("/v1.Volume/MountVolume", mount);
+  EXPECT_EQ(mounted.code, Code::kFailedPrecondition) << mounted.Describe();
+  EXPECT_NE(mounted.message.find("is mounted at \"C:\\\\\", outside the allowed roots"), std::string::npos)
+      << mounted.message;
+  v1::FormatVolumeRequest format;
+  format.set_volume_id(c_volume_);
+  auto formatted = Call<v1::FormatVolumeResponse>("/v1.Volume/FormatVolume", format);
+  EXPECT_EQ(formatted.code, Code::kFailedPrecondition) << formatted.Describe();
+  format.set_fs_type("ext4");
+  EXPECT_EQ(Call<v1::FormatVolumeResponse>("/v1.Volume/FormatVolume", format).code, Code::kInvalidArgument);
+
+  // What Wine lacks, named.
+  v1::ResizeVolumeRequest resize;
+  resize.set_volume_id(c_volume_);
+  auto resized = Call<v1::ResizeVolumeResponse>("/v1.Volume/ResizeVolume", resize);
+  EXPECT_EQ(resized.code, Code::kUnimplemented) << resized.Describe();
+  EXPECT_NE(resized.message.find("no WMI class MSFT_Partition"), std::string::npos) << resized.message;
+  v1::WriteVolumeCacheRequest flush;
+  flush.set_volume_id(c_volume_);
+  auto flushed = Call<v1::WriteVolumeCacheResponse>("/v1.Volume/WriteVolumeCache", flush);
+  EXPECT_EQ(flushed.code, Code::kUnimplemented) << flushed.Describe();
+  EXPECT_NE(flushed.message.find("cannot flush a volume"), std::string::npos) << flushed.message;
+
+  // Nothing is mounted at the staging directory: unmounting it is done already, and it stays a directory.
+  v1::UnmountVolumeRequest unmount;
+  unmount.set_volume_id(c_volume_);
+  unmount.set_target_path(staging());
+  EXPECT_TRUE(Call<v1::UnmountVolumeResponse>("/v1.Volume/UnmountVolume", unmount).ok());
+  EXPECT_TRUE(IsDirectory(staging()));
+  unmount.set_target_path(base_ + "\\outside");
+  EXPECT_EQ(Call<v1::UnmountVolumeResponse>("/v1.Volume/UnmountVolume", unmount).code, Code::kPermissionDenied);
 }
 
 // ---- The smb group

@@ -22,9 +22,11 @@
 
 #include "pipe_client.h"
 #include "pipe_client_identity_windows.h"
+#include "v1/disk.pb.h"
 #include "v1/echo.pb.h"
 #include "v1/filesystem.pb.h"
 #include "v1/smb.pb.h"
+#include "v1/volume.pb.h"
 #include "v1alpha1/filesystem.pb.h"
 #include "v1alpha1/iscsi.pb.h"
 #include "v1alpha1/smb.pb.h"
@@ -35,6 +37,7 @@
 #include "v1beta2/filesystem.pb.h"
 #include "v1beta2/smb.pb.h"
 #include "v2alpha1/filesystem.pb.h"
+#include "v2alpha1/volume.pb.h"
 #include "windows_host.h"
 
 namespace csi_proxy::testing {
@@ -180,6 +183,59 @@ std::vector<ServedGroup> EnabledGroups() {
          grpc::Status s = CallPipe("csi-proxy-system-v1alpha1", "/v1alpha1.System/GetBIOSSerialNumber",
                                    v1alpha1::GetBIOSSerialNumberRequest(), &serial);
          EXPECT_TRUE(s.ok()) << s.error_message();
+       }},
+      // The storage groups against Wine's disk and volumes: reads answer from them; writes say what Wine lacks
+      // (groups_test.cc covers every method through the fake host).
+      {"disk",
+       DISK_LIBRARY,
+       "",
+       {"csi-proxy-disk-v1", "csi-proxy-disk-v1alpha1", "csi-proxy-disk-v1beta1", "csi-proxy-disk-v1beta2",
+        "csi-proxy-disk-v1beta3"},
+       [](const WindowsHost&) {
+         v1::ListDiskIDsResponse ids;
+         grpc::Status s = CallPipe("csi-proxy-disk-v1", "/v1.Disk/ListDiskIDs", v1::ListDiskIDsRequest(), &ids);
+         ASSERT_TRUE(s.ok()) << s.error_message();
+         EXPECT_TRUE(ids.diskids().count(0)) << "Wine's \\\\.\\PhysicalDrive0";
+         v1::GetDiskStatsRequest stats;
+         stats.set_disk_number(0);
+         v1::GetDiskStatsResponse size;
+         s = CallPipe("csi-proxy-disk-v1", "/v1.Disk/GetDiskStats", stats, &size);
+         ASSERT_TRUE(s.ok()) << s.error_message();
+         EXPECT_GT(size.total_bytes(), 0);
+         v1::PartitionDiskRequest partition;
+         partition.set_disk_number(0);
+         v1::PartitionDiskResponse partitioned;
+         s = CallPipe("csi-proxy-disk-v1", "/v1.Disk/PartitionDisk", partition, &partitioned);
+         EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+         EXPECT_NE(s.error_message().find("no WMI class MSFT_Disk"), std::string::npos) << s.error_message();
+       }},
+      {"volume",
+       VOLUME_LIBRARY,
+       "",
+       {"csi-proxy-volume-v1", "csi-proxy-volume-v1alpha1", "csi-proxy-volume-v1beta1", "csi-proxy-volume-v1beta2",
+        "csi-proxy-volume-v1beta3", "csi-proxy-volume-v2alpha1"},
+       [](const WindowsHost& host) {
+         wchar_t c_volume[MAX_PATH];
+         ASSERT_TRUE(GetVolumeNameForVolumeMountPointW(L"C:\\", c_volume, MAX_PATH));
+         v1::ListVolumesOnDiskRequest list;
+         list.set_disk_number(0);
+         v1::ListVolumesOnDiskResponse volumes;
+         grpc::Status s = CallPipe("csi-proxy-volume-v1", "/v1.Volume/ListVolumesOnDisk", list, &volumes);
+         ASSERT_TRUE(s.ok()) << s.error_message();
+         ASSERT_GE(volumes.volume_ids_size(), 1);
+         EXPECT_EQ(volumes.volume_ids(0), host::Narrow(c_volume));
+         v2alpha1::GetClosestVolumeIDFromTargetPathRequest closest;
+         closest.set_target_path(host.dir() + "\\kubelet");
+         v2alpha1::GetClosestVolumeIDFromTargetPathResponse holder;
+         s = CallPipe("csi-proxy-volume-v2alpha1", "/v2alpha1.Volume/GetClosestVolumeIDFromTargetPath", closest,
+                      &holder);
+         ASSERT_TRUE(s.ok()) << s.error_message();
+         EXPECT_EQ(holder.volume_id(), host::Narrow(c_volume));
+         v1::WriteVolumeCacheRequest flush;
+         flush.set_volume_id(host::Narrow(c_volume));
+         v1::WriteVolumeCacheResponse flushed;
+         s = CallPipe("csi-proxy-volume-v1", "/v1.Volume/WriteVolumeCache", flush, &flushed);
+         EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
        }},
       {"smb",
        SMB_LIBRARY,

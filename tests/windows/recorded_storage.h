@@ -34,7 +34,7 @@ class RecordedStorage final : public common::StorageSystem {
   // Answers by device (a disk path or a volume's device path, without trailing backslash), control code and input
   // (an answer recorded without input answers any); a device or code without one answers ERROR_FILE_NOT_FOUND or
   // ERROR_NOT_SUPPORTED (Wine's answer for IOCTLs it does not know).
-  using IoctlKey = std::pair<uint32_t, std::vector<uint8_t>>;
+  using IoctlKey = std::pair<uint32_t, std::string>;  // the input as bytes in a string
   std::map<std::string, std::map<IoctlKey, common::Win32Result<std::vector<uint8_t>>>> ioctls;
   uint32_t set_mount_point_error = 0;  // what SetVolumeMountPoint answers when a mount is asked for
   RecordedWmi wmi;
@@ -42,10 +42,10 @@ class RecordedStorage final : public common::StorageSystem {
   std::vector<std::string> log;  // "flush <volume>", "mount <dir> <volume>", "unmount <dir>"
 
   void Answer(const std::string& device, uint32_t code, std::vector<uint8_t> bytes, std::vector<uint8_t> input = {}) {
-    ioctls[device][{code, std::move(input)}] = {0, std::move(bytes)};
+    ioctls[device][{code, std::string(input.begin(), input.end())}] = {0, std::move(bytes)};
   }
   void Fail(const std::string& device, uint32_t code, uint32_t error, std::vector<uint8_t> input = {}) {
-    ioctls[device][{code, std::move(input)}] = {error, {}};
+    ioctls[device][{code, std::string(input.begin(), input.end())}] = {error, {}};
   }
 
   // A volume mounted on a directory the test made (as SetVolumeMountPoint would leave it).
@@ -66,8 +66,8 @@ class RecordedStorage final : public common::StorageSystem {
                                                   std::span<const uint8_t> input, common::DeviceAccess) override {
     auto found = ioctls.find(common::VolumeDevice(device));
     if (found == ioctls.end()) return {ERROR_FILE_NOT_FOUND, {}};
-    auto answer = found->second.find({code, std::vector<uint8_t>(input.begin(), input.end())});
-    if (answer == found->second.end()) answer = found->second.find({code, {}});
+    auto answer = found->second.find({code, std::string(input.begin(), input.end())});
+    if (answer == found->second.end()) answer = found->second.find({code, std::string()});
     if (answer == found->second.end()) return {ERROR_NOT_SUPPORTED, {}};
     return answer->second;
   }

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "text.h"
 #include "wmi.h"
 
@@ -254,6 +256,13 @@ class RecordedWmi {
   std::vector<std::string> queries_;
   std::vector<Call> calls_;
 };
+
+// The value of an answer a test expects to succeed; a failed one fails the test instead of being read.
+template <typename T>
+T Ok(StatusOr<T> answer) {
+  EXPECT_TRUE(answer.ok()) << answer.status().message();
+  return answer.ok() ? std::move(*answer) : T{};
+}
 
 // A method's answer: its ReturnValue and out-parameters.
 inline wmi::MethodResult Answer(uint32_t return_value, wmi::Properties out = {}) {

@@ -173,16 +173,6 @@ void RemoveChildren(HANDLE dir, const std::string& shown, int depth, Walk& walk)
   for (const std::wstring& name : *names) RemoveNamed(dir, name, Shown(shown, name), depth, walk);
 }
 
-// The parent of `path` held without FILE_SHARE_DELETE, so nothing above the entry can be renamed while a
-// path-taking call (DeleteVolumeMountPoint) runs; the walk's own handle is reopened that way.
-StatusOr<UniqueHandle> PinDirectory(HANDLE dir, const std::string& shown) {
-  UniqueHandle pinned;
-  NTSTATUS status = common::OpenBelow(dir, L"", FILE_READ_ATTRIBUTES | FILE_LIST_DIRECTORY, FILE_DIRECTORY_FILE, pinned,
-                                      FILE_OPEN, FILE_SHARE_READ | FILE_SHARE_WRITE);
-  if (status < 0) return common::NtStatusToStatus(status, "opening the directory of " + QuotePath(shown));
-  return pinned;
-}
-
 class WindowsFilesystemBackend final : public FilesystemBackend {
  public:
   WindowsFilesystemBackend(common::PathPolicy policy, FilesystemOptions options)
@@ -242,7 +232,7 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
     }
     if (!parent.ok()) return parent.status();
     if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
-    CSI_PROXY_ASSIGN_OR_RETURN(UniqueHandle pinned, PinDirectory(parent->dir.get(), path.path));
+    CSI_PROXY_ASSIGN_OR_RETURN(UniqueHandle pinned, common::PinDirectory(parent->dir.get(), path.path));
     Walk walk{.policy = &policy_, .log = &options_.log};
     RemoveNamed(pinned.get(), parent->name, path.path, 0, walk);
     ReleaseSmbMappings(path);
@@ -253,7 +243,7 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
     CSI_PROXY_ASSIGN_OR_RETURN(auto dir, common::OpenFollowing(policy_, path, "path", Access::kModify));
     CSI_PROXY_ASSIGN_OR_RETURN(EntryInfo info, common::ReadEntryInfo(dir.get(), path.path));
     if (!info.is_directory()) return FailedPrecondition("path " + QuotePath(path.path) + " is not a directory");
-    CSI_PROXY_ASSIGN_OR_RETURN(UniqueHandle pinned, PinDirectory(dir.get(), path.path));
+    CSI_PROXY_ASSIGN_OR_RETURN(UniqueHandle pinned, common::PinDirectory(dir.get(), path.path));
     Walk walk{.policy = &policy_, .log = &options_.log};
     RemoveChildren(pinned.get(), path.path, 0, walk);
     ReleaseSmbMappings(path);

@@ -195,6 +195,43 @@ const std::vector<Flag>& XfsFlags() {
 }
 
 bool IsExt(const std::string& fs_type) { return fs_type == "ext2" || fs_type == "ext3" || fs_type == "ext4"; }
+bool IsWindowsFilesystem(const std::string& fs_type) { return fs_type == "ntfs" || fs_type == "refs"; }
+
+// MSFT_Volume.Format's in-parameters a request may set, per Windows file system.
+struct Parameter {
+  const char* name;
+  enum class Kind { kBool, kNumber, kLabel } kind;
+  ValueCheck number;  // kNumber: which numbers (as text)
+  const char* explain;
+};
+
+bool PowerOfTwoIn(std::string_view v, uint64_t low, uint64_t high) {
+  uint64_t n = 0;
+  return DecimalIn(v, low, high) && common::ParseDecimal(v, n) && (n & (n - 1)) == 0;
+}
+
+const std::vector<Parameter>& ParametersOf(const std::string& fs_type) {
+  static const std::vector<Parameter> ntfs = {
+      {"AllocationUnitSize", Parameter::Kind::kNumber, [](std::string_view v) { return PowerOfTwoIn(v, 512, 2097152); },
+       "a power of two, 512 to 2097152"},
+      {"FileSystemLabel", Parameter::Kind::kLabel, nullptr, "up to 32 letters, digits, '.', '_' or '-'"},
+      {"Compress", Parameter::Kind::kBool, nullptr, "true or false"},
+      {"ShortFileNameSupport", Parameter::Kind::kBool, nullptr, "true or false"},
+      {"UseLargeFRS", Parameter::Kind::kBool, nullptr, "true or false"},
+  };
+  static const std::vector<Parameter> refs = {
+      {"AllocationUnitSize", Parameter::Kind::kNumber, OneOf({"4096", "65536"}), "4096 or 65536"},
+      {"FileSystemLabel", Parameter::Kind::kLabel, nullptr, "up to 32 letters, digits, '.', '_' or '-'"},
+      {"SetIntegrityStreams", Parameter::Kind::kBool, nullptr, "true or false"},
+  };
+  return fs_type == "refs" ? refs : ntfs;
+}
+
+std::string ParameterNames(const std::string& fs_type) {
+  std::string names;
+  for (const auto& p : ParametersOf(fs_type)) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return names;
+}
 
 const std::vector<Flag>* FlagsOf(const std::string& fs_type) {
   if (IsExt(fs_type)) return &ExtFlags();
@@ -205,6 +242,7 @@ const std::vector<Flag>* FlagsOf(const std::string& fs_type) {
 }  // namespace
 
 std::string AllowedMkfsFlags(const std::string& fs_type) {
+  if (IsWindowsFilesystem(fs_type)) return ParameterNames(fs_type);
   const auto* flags = FlagsOf(fs_type);
   std::string list;
   if (flags == nullptr) return list;
@@ -214,6 +252,7 @@ std::string AllowedMkfsFlags(const std::string& fs_type) {
 
 Status CheckMkfsOptions(const std::string& fs_type, const std::vector<std::string>& options) {
   if (options.empty()) return Status::Ok();
+  if (IsWindowsFilesystem(fs_type)) return ParseFormatParameters(fs_type, options).status();
   const auto* flags = FlagsOf(fs_type);
   if (flags == nullptr) return InvalidArgument("mkfs options are not accepted for " + common::QuoteValue(fs_type));
   if (options.size() > kMaxOptions) {
@@ -243,6 +282,56 @@ Status CheckMkfsOptions(const std::string& fs_type, const std::vector<std::strin
     }
   }
   return Status::Ok();
+}
+
+StatusOr<std::vector<FormatParameter>> ParseFormatParameters(const std::string& fs_type,
+                                                             const std::vector<std::string>& options) {
+  if (!IsWindowsFilesystem(fs_type)) {
+    return InvalidArgument("format parameters are not accepted for " + common::QuoteValue(fs_type));
+  }
+  if (options.size() > kMaxOptions) {
+    return InvalidArgument("at most " + std::to_string(kMaxOptions) + " format options are accepted, not " +
+                           std::to_string(options.size()));
+  }
+  std::vector<FormatParameter> parameters;
+  for (const std::string& item : options) {
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const auto& allowed = ParametersOf(fs_type);
+    auto p = std::find_if(allowed.begin(), allowed.end(), [&](const Parameter& a) { return name == a.name; });
+    if (eq == std::string::npos || p == allowed.end()) {
+      return InvalidArgument("format option " + common::QuoteValue(item) + " is not allowed for " + fs_type +
+                             " (allowed: Name=value with Name one of " + ParameterNames(fs_type) + ")");
+    }
+    if (std::any_of(parameters.begin(), parameters.end(), [&](const auto& q) { return q.name == name; })) {
+      return InvalidArgument("format option " + name + " is given twice");
+    }
+    const std::string value = item.substr(eq + 1);
+    FormatParameter parameter{name, false};
+    bool ok = value.size() <= kMaxOptionBytes;
+    switch (p->kind) {
+      case Parameter::Kind::kBool:
+        ok = ok && (value == "true" || value == "false");
+        parameter.value = value == "true";
+        break;
+      case Parameter::Kind::kNumber: {
+        uint64_t n = 0;
+        ok = ok && p->number(value) && common::ParseDecimal(value, n);
+        parameter.value = n;
+        break;
+      }
+      case Parameter::Kind::kLabel:
+        ok = ok && Label(32)(value);
+        parameter.value = value;
+        break;
+    }
+    if (!ok) {
+      return InvalidArgument("the value " + common::QuoteValue(value) + " of format option " + name +
+                             " is not allowed for " + fs_type + " (allowed: " + p->explain + ")");
+    }
+    parameters.push_back(std::move(parameter));
+  }
+  return parameters;
 }
 
 }  // namespace csi_proxy::volume

@@ -3,10 +3,13 @@
 // filesystem type from an allow-list, and mkfs options from an allow-list of flags whose values are checked too,
 // so a request can tune the filesystem (block size, inode ratio, features, label) but never make mkfs read or
 // write anything but the volume (mke2fs -d, mkfs.xfs -p, -d file=, -l logdev=) or overwrite what is there (-f).
+// On Windows (ntfs, refs) the options are in-parameters of MSFT_Volume.Format instead, from an allow-list too.
 // Pure checks, no I/O: the service calls them before anything runs.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "csi_proxy/status.hpp"
@@ -25,5 +28,20 @@ Status CheckMkfsOptions(const std::string& fs_type, const std::vector<std::strin
 
 // The flags CheckMkfsOptions allows for `fs_type`, for messages and docs: "-b, -C, -E, ...".
 std::string AllowedMkfsFlags(const std::string& fs_type);
+
+// One in-parameter of MSFT_Volume.Format, by its documented name.
+struct FormatParameter {
+  std::string name;
+  std::variant<bool, uint64_t, std::string> value;
+};
+
+// The options of a Windows file system ("ntfs", "refs") as MSFT_Volume.Format's in-parameters: each item is
+// "Name=value", each name at most once, from an allow-list. ntfs: AllocationUnitSize (a power of two, 512 to
+// 2097152), FileSystemLabel (up to 32 letters, digits, '.', '_' or '-'), Compress, ShortFileNameSupport and
+// UseLargeFRS (true or false); refs: AllocationUnitSize (4096 or 65536), FileSystemLabel and SetIntegrityStreams.
+// What would change how the format runs (Force, Full) or what it formats is not among them. INVALID_ARGUMENT
+// naming the refused item and what is allowed.
+StatusOr<std::vector<FormatParameter>> ParseFormatParameters(const std::string& fs_type,
+                                                             const std::vector<std::string>& options);
 
 }  // namespace csi_proxy::volume

@@ -22,6 +22,7 @@ constexpr std::string_view kMountNosuidNodevKey = "mount_nosuid_nodev";
 StatusOr<VolumeBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
   CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys({kDefaultFsTypeKey, kMountNosuidNodevKey}));
   VolumeBackendOptions options;
+  options.default_fs_type = std::string(SupportedFilesystems().front());  // ext4 on Linux, ntfs on Windows
   CSI_PROXY_ASSIGN_OR_RETURN(options.default_fs_type,
                              config.GetChoice(kDefaultFsTypeKey, options.default_fs_type, SupportedFilesystems()));
   CSI_PROXY_ASSIGN_OR_RETURN(options.mount_nosuid_nodev,

@@ -7,10 +7,13 @@
 namespace csi_proxy::volume {
 namespace {
 
-// Lock keys: a volume by its canonical ID, a target by its normalized path. Where both are held, the volume's
-// lock is taken first, everywhere, so two calls can never wait for each other.
+// Lock keys: a volume by its canonical ID, a target by every spelling of its path (PathPolicy::SameObjectKey: on
+// Windows without regard to case). Where both are held, the volume's lock is taken first, everywhere, so two calls
+// can never wait for each other.
 std::string VolumeKey(const std::string& canonical_id) { return "volume:" + canonical_id; }
-std::string TargetKey(const common::ConfinedPath& target) { return "target:" + target.path; }
+std::string TargetKey(const common::PathPolicy& policy, const common::ConfinedPath& target) {
+  return "target:" + policy.SameObjectKey(target);
+}
 
 bool IsDecimal(const std::string& text) {
   return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
@@ -41,7 +44,7 @@ Status VolumeService::MountVolume(const std::string& volume_id, const std::strin
   CSI_PROXY_ASSIGN_OR_RETURN(auto volume, Resolve(volume_id));
   CSI_PROXY_ASSIGN_OR_RETURN(auto target, Target(target_path, /*may_be_root=*/false));
   auto volume_lock = locks_.Hold(VolumeKey(volume.id));
-  auto target_lock = locks_.Hold(TargetKey(target));
+  auto target_lock = locks_.Hold(TargetKey(policy_, target));
   return backend_->MountVolume(volume, target);
 }
 
@@ -53,7 +56,7 @@ Status VolumeService::UnmountVolume(const std::string& volume_id, const std::str
   if (!resolved.ok() && resolved.status().code() != Code::kNotFound) return resolved.status();
   const ResolvedVolume volume = resolved.ok() ? std::move(*resolved) : ResolvedVolume{volume_id, {}};
   auto volume_lock = locks_.Hold(VolumeKey(volume.id));
-  auto target_lock = locks_.Hold(TargetKey(target));
+  auto target_lock = locks_.Hold(TargetKey(policy_, target));
   return backend_->UnmountVolume(volume, target);
 }
 

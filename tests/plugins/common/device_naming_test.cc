@@ -59,5 +59,25 @@ TEST(ParseVpdSerial, ReturnsTheSerialUntrimmed) {
   EXPECT_EQ(ParseVpdSerial(""), "");
 }
 
+// Windows' volume IDs, as upstream hands them out (MSFT_Volume.UniqueId).
+TEST(CanonicalVolumeGuidPath, AcceptsVolumeGuidPathsWithOrWithoutTheTrailingBackslash) {
+  const std::string canonical = "\\\\?\\Volume{452e318a-5cde-421e-9831-b9853c521012}\\";
+  EXPECT_EQ(CanonicalVolumeGuidPath(canonical), canonical);
+  EXPECT_EQ(CanonicalVolumeGuidPath("\\\\?\\Volume{452E318A-5CDE-421E-9831-B9853C521012}"), canonical);
+  EXPECT_EQ(CanonicalVolumeGuidPath("\\\\?\\VOLUME{452E318A-5CDE-421E-9831-B9853C521012}\\"), canonical);
+}
+
+TEST(CanonicalVolumeGuidPath, RefusesEverythingElse) {
+  for (const char* id :
+       {"", "/dev/sdb1", "C:\\", "Volume{452e318a-5cde-421e-9831-b9853c521012}",
+        "\\\\.\\Volume{452e318a-5cde-421e-9831-b9853c521012}\\", "\\\\?\\Volume{452e318a-5cde-421e-9831-b9853c52101}\\",
+        "\\\\?\\Volume{452e318a5cde-421e-9831-b9853c5210123}\\",
+        "\\\\?\\Volume{452e318a-5cde-421e-9831-b9853c52101g}\\",
+        "\\\\?\\Volume{452e318a-5cde-421e-9831-b9853c521012}\\\\",
+        "\\\\?\\Volume{452e318a-5cde-421e-9831-b9853c521012}\\x"}) {
+    EXPECT_FALSE(CanonicalVolumeGuidPath(id)) << id;
+  }
+}
+
 }  // namespace
 }  // namespace csi_proxy::common

@@ -10,6 +10,8 @@
 namespace csi_proxy::common::wmi {
 namespace {
 
+using testing::Ok;
+
 TEST(WmiQuery, SelectsEveryPropertyWhenNoneAreNamed) {
   auto wql = ToWql(Query{"MSFT_Disk", {}, {}});
   ASSERT_TRUE(wql.ok()) << wql.status().message();
@@ -88,8 +90,8 @@ Object Disk() {
 
 TEST(WmiObject, ReadsIntegersAndDecimalStringsAsUnsigned) {
   Object disk = Disk();
-  EXPECT_EQ(*disk.GetUint("Number"), 2u);
-  EXPECT_EQ(*disk.GetUint("Size"), 10737418240u);  // CIM uint64: a decimal string
+  EXPECT_EQ(Ok(disk.GetUint("Number")), 2u);
+  EXPECT_EQ(Ok(disk.GetUint("Size")), 10737418240u);  // CIM uint64: a decimal string
   EXPECT_EQ(disk.GetUint("Negative").status().code(), Code::kInternal);
   EXPECT_EQ(disk.GetUint("Location").status().code(), Code::kInternal);
 }
@@ -104,8 +106,8 @@ TEST(WmiObject, TellsMissingFromNullAndNamesThePropertyInErrors) {
   EXPECT_EQ(missing.status().code(), Code::kInternal);
   EXPECT_NE(missing.status().message().find("MSFT_Disk.Nope is missing"), std::string::npos);
   EXPECT_NE(disk.GetString("SerialNumber").status().message().find("is null"), std::string::npos);
-  EXPECT_EQ(*disk.GetBool("IsOffline"), false);
-  EXPECT_EQ(*disk.GetUint("number"), 2u);  // WMI's names ignore case
+  EXPECT_EQ(Ok(disk.GetBool("IsOffline")), false);
+  EXPECT_EQ(Ok(disk.GetUint("number")), 2u);  // WMI's names ignore case
   // An empty CIM array arrives as null.
   EXPECT_TRUE(disk.GetStrings("AccessPaths")->empty());
 }
@@ -221,7 +223,7 @@ TEST_F(RecordedWmiTest, SelectsWithConditionsAndGivesPartialInstancesWithoutPath
   auto offline = (*session)->Execute(Query{"MSFT_Disk", {"Number"}, {{"IsOffline", "=", true}}});
   ASSERT_TRUE(offline.ok());
   ASSERT_EQ(offline->size(), 1u);
-  EXPECT_EQ(*offline->front().GetUint("Number"), 3u);
+  EXPECT_EQ(Ok(offline->front().GetUint("Number")), 3u);
   EXPECT_FALSE(offline->front().Has("IsOffline"));  // not selected
   EXPECT_EQ((*session)->Call(offline->front(), "Online", {}).status().code(), Code::kInternal);
   auto by_size = (*session)->Execute(Query{"MSFT_Disk", {}, {{"Size", ">", int64_t{1 << 30}}}});
@@ -238,7 +240,7 @@ TEST_F(RecordedWmiTest, MethodsChangeTheRecordedInstancesAndAreLogged) {
   ASSERT_TRUE(result.ok());
   EXPECT_TRUE(MethodStatus(*result, "MSFT_Disk", "Online", "x").ok());
   disks = (*session)->Execute(Query{"MSFT_Disk", {"IsOffline"}, {{"Number", "=", int64_t{3}}}});
-  EXPECT_FALSE(*disks->front().GetBool("IsOffline"));
+  EXPECT_FALSE(Ok(disks->front().GetBool("IsOffline")));
   ASSERT_EQ(records_.CallsOf("online").size(), 1u);
   EXPECT_EQ(records_.calls().front().path, "MSFT_Disk.ObjectId=\"{2}\"");
   EXPECT_EQ((*session)->Call(disks->front(), "Offline", {}).status().code(), Code::kInternal);  // no path

@@ -73,5 +73,47 @@ TEST(MkfsOptions, NoOptionsAreAcceptedForAFilesystemWithoutAnAllowList) {
   EXPECT_TRUE(CheckMkfsOptions("ntfs", {}).ok());
 }
 
+// On Windows the options are MSFT_Volume.Format's in-parameters ("Name=value"), from an allow-list per file system.
+TEST(FormatParameters, NtfsTakesItsDocumentedTuningByName) {
+  auto parameters = ParseFormatParameters("ntfs", {"AllocationUnitSize=65536", "FileSystemLabel=pvc-1",
+                                                   "Compress=false", "UseLargeFRS=true", "ShortFileNameSupport=false"});
+  ASSERT_TRUE(parameters.ok()) << parameters.status().message();
+  ASSERT_EQ(parameters->size(), 5u);
+  EXPECT_EQ((*parameters)[0].name, "AllocationUnitSize");
+  EXPECT_EQ(std::get<uint64_t>((*parameters)[0].value), 65536u);
+  EXPECT_EQ(std::get<std::string>((*parameters)[1].value), "pvc-1");
+  EXPECT_EQ(std::get<bool>((*parameters)[2].value), false);
+  EXPECT_EQ(std::get<bool>((*parameters)[3].value), true);
+  EXPECT_TRUE(CheckMkfsOptions("ntfs", {"AllocationUnitSize=2097152"}).ok());
+  EXPECT_TRUE(CheckMkfsOptions("refs", {"AllocationUnitSize=4096", "SetIntegrityStreams=true"}).ok());
+}
+
+TEST(FormatParameters, WhatChangesHowOrWhatIsFormattedIsRefusedByName) {
+  for (const char* item : {"Force=true", "Full=true", "FileSystem=FAT32", "-L", "AllocationUnitSize"}) {
+    auto s = CheckMkfsOptions("ntfs", {item});
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << item;
+    EXPECT_THAT(s.message(), HasSubstr("is not allowed for ntfs (allowed: Name=value with Name one of "
+                                       "AllocationUnitSize, FileSystemLabel, Compress"))
+        << s.message();
+  }
+  EXPECT_THAT(CheckMkfsOptions("refs", {"Compress=true"}).message(), HasSubstr("\"Compress=true\" is not allowed"));
+  EXPECT_THAT(CheckMkfsOptions("ntfs", {"SetIntegrityStreams=true"}).message(), HasSubstr("not allowed for ntfs"));
+}
+
+TEST(FormatParameters, ValuesAreCheckedAndNamesGivenOnce) {
+  auto s = CheckMkfsOptions("ntfs", {"AllocationUnitSize=3000"});
+  EXPECT_THAT(s.message(), HasSubstr("the value \"3000\" of format option AllocationUnitSize is not allowed for "
+                                     "ntfs (allowed: a power of two, 512 to 2097152)"));
+  EXPECT_FALSE(CheckMkfsOptions("ntfs", {"AllocationUnitSize=4194304"}).ok());
+  EXPECT_FALSE(CheckMkfsOptions("refs", {"AllocationUnitSize=8192"}).ok());
+  EXPECT_FALSE(CheckMkfsOptions("ntfs", {"Compress=yes"}).ok());
+  EXPECT_FALSE(CheckMkfsOptions("ntfs", {"FileSystemLabel=a label with blanks"}).ok());
+  EXPECT_FALSE(CheckMkfsOptions("ntfs", {"FileSystemLabel=" + std::string(33, 'x')}).ok());
+  EXPECT_THAT(CheckMkfsOptions("ntfs", {"Compress=true", "Compress=false"}).message(), HasSubstr("given twice"));
+  // Windows' parameters are not mkfs flags, and mkfs flags are not Windows' parameters.
+  EXPECT_FALSE(ParseFormatParameters("ext4", {"Compress=true"}).ok());
+  EXPECT_FALSE(CheckMkfsOptions("ext4", {"Compress=true"}).ok());
+}
+
 }  // namespace
 }  // namespace csi_proxy::volume
