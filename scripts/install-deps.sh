@@ -19,7 +19,7 @@ runtime_pkgs=(
   util-linux fdisk e2fsprogs xfsprogs dosfstools
   samba smbclient cifs-utils tgt open-iscsi
   dbus systemd logrotate
-  python3-grpcio
+  python3-grpcio python3-h2
 )
 
 want=("${build_pkgs[@]}")

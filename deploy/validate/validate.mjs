@@ -18,8 +18,16 @@ if (!dir) {
   process.exit(2);
 }
 // What the project asks of its own objects beyond the schemas: the proxy's configuration turns the audit log on, so
-// that every mutating call is on record from the first day. Returns why an object breaks that, or "".
+// that every mutating call is on record from the first day; a HostProcess pod (Windows) asks for the node's
+// network, which the API server requires of it, and only Windows nodes. Returns why an object breaks that, or "".
 function ProjectPolicy(obj) {
+  const pod = obj.spec?.template?.spec;
+  if (pod?.securityContext?.windowsOptions?.hostProcess === true) {
+    if (pod.hostNetwork !== true) return "a HostProcess pod needs hostNetwork: true (the API server refuses it otherwise)";
+    if (pod.nodeSelector?.["kubernetes.io/os"] !== "windows") {
+      return "a HostProcess pod must select Windows nodes (nodeSelector kubernetes.io/os: windows)";
+    }
+  }
   const toml = obj.kind === "ConfigMap" ? obj.data?.["csi-proxy.toml"] : undefined;
   if (toml === undefined) return "";
   const host = toml.split(/^\[/m).find((table) => table.startsWith("host]")) ?? "";

@@ -3,10 +3,15 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "abi/plugin_loader.h"
@@ -77,6 +82,77 @@ int CheckConfig(const HostConfig& config) {
   std::printf("%s\n", ok ? "a start would serve this configuration" : "a start would be refused");
   return ok ? 0 : 1;
 }
+
+// How much longer than shutdown_timeout_seconds a stop may take before the watchdog ends the process: the calls'
+// deadline passed, this is for the libraries' shutdown and the host's own.
+constexpr std::chrono::seconds kStopMargin{5};
+
+// Ends the process after `bound`, with a line saying so, unless it has exited by then.
+void StartStopWatchdog(std::chrono::milliseconds bound, std::string sig_name) {
+  std::thread([bound, sig_name] {
+    std::this_thread::sleep_for(bound);
+    spdlog::error("still stopping {} ms after {}; exiting now (a library's shutdown or init does not return)",
+                  bound.count(), sig_name);
+    csi_proxy::host::NotifyExiting(1, "still stopping " + std::to_string(bound.count()) + " ms after " + sig_name);
+    spdlog::shutdown();
+    std::_Exit(1);
+  }).detach();
+}
+
+// A library's init given up at a start or a reload, or a handler a drain left running, may still run: exiting
+// normally would run the process's static destructors under it. Exits at once in that case (the service manager
+// heard of the exit already); returns otherwise.
+void ExitLeavingLibrariesRunning(int code) {
+  if (!csi_proxy::host::GroupRuntime::LibraryCodeMayRun()) return;
+  spdlog::warn(
+      "a library's init that was given up, or a handler past its deadline, still runs; exiting without "
+      "waiting for it");
+  spdlog::shutdown();
+  std::_Exit(code);
+}
+
+// Runs the reloads SIGHUP asks for, one at a time on a thread of its own; requests that come during a reload make
+// one reload after it.
+class Reloader {
+ public:
+  explicit Reloader(std::function<csi_proxy::host::ReloadReport()> reload)
+      : reload_(std::move(reload)), thread_([this] { Run(); }) {}
+  ~Reloader() { Stop(); }
+  void Request() {
+    std::lock_guard lock(mu_);
+    pending_ = true;
+    changed_.notify_all();
+  }
+  // Takes no more requests and waits for the reload under way (which ends soon once the host is stopping).
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      changed_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      changed_.wait(lock, [&] { return pending_ || stopping_; });
+      if (stopping_) return;
+      pending_ = false;
+      lock.unlock();
+      reload_();
+      lock.lock();
+    }
+  }
+
+  std::function<csi_proxy::host::ReloadReport()> reload_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool pending_ = false;   // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -151,7 +227,11 @@ int main(int argc, char** argv) {
   spdlog::info("csi-proxy {} starting with {}", CSI_PROXY_HOST_VERSION, opts.config_path);
   for (const auto& note : system.notes) spdlog::info("{}", note);
 
-  if (opts.check_config) return CheckConfig(*config);
+  if (opts.check_config) {
+    int code = CheckConfig(*config);
+    ExitLeavingLibrariesRunning(code);
+    return code;
+  }
 
   // A second host stops here, before any group's init runs. The admin socket comes up before the endpoints, so
   // that once they accept, reload and status are served too.
@@ -162,6 +242,8 @@ int main(int argc, char** argv) {
   }
   csi_proxy::host::HostRuntime runtime;
   csi_proxy::host::PageTrimmer trimmer;
+  // Once a burst of streams has ended, what it held is given back a second later.
+  runtime.OnStreamBurstEnded([&] { trimmer.Schedule(std::chrono::seconds(1)); });
   // A reload, from SIGHUP or the admin socket; once reloads stop for a second, the pages the new libraries touched
   // while loading are given back.
   auto reload = [&] {
@@ -178,7 +260,11 @@ int main(int argc, char** argv) {
   }
   if (auto s = runtime.Start(*config); !s.ok()) {
     spdlog::error("exiting: {}", s.message());
-    return Fail(s.message());
+    admin.Stop();
+    runtime.Shutdown();
+    int code = Fail(s.message());
+    ExitLeavingLibrariesRunning(code);
+    return code;
   }
   for (const auto& path : runtime.socket_paths()) spdlog::info("serving {}", path);
   spdlog::info("admin socket {}", config->admin_socket);
@@ -186,17 +272,25 @@ int main(int argc, char** argv) {
   csi_proxy::host::NotifyReady(runtime.socket_paths().size());
   trimmer.Schedule(std::chrono::milliseconds(0));
 
+  // SIGHUP reloads on a thread of its own, so that a stop request is taken at once even during a reload; signals
+  // that come while one runs make one more reload after it.
+  Reloader reloader(reload);
   csi_proxy::host::ServiceRequest request;
   for (;;) {
     request = csi_proxy::host::WaitForRequest();
     if (request.kind != csi_proxy::host::ServiceRequest::kReload) break;
     spdlog::info("received {}; reloading {}", request.name, opts.config_path);
-    reload();
+    reloader.Request();
   }
   const std::string& sig_name = request.name;
   spdlog::info("received {}; stopping (calls in flight may finish within shutdown_timeout_seconds)", sig_name);
   csi_proxy::host::NotifyStopping();
+  // A reload under way gives up now; whatever hangs from here on (a library's init or shutdown), the process ends
+  // within shutdown_timeout_seconds and a margin.
+  runtime.BeginShutdown();
+  StartStopWatchdog(runtime.shutdown_timeout() + kStopMargin, sig_name);
   admin.Stop();
+  reloader.Stop();
   auto still_running = runtime.Shutdown();
   if (!still_running.empty()) {
     // Their handlers never returned: exiting normally would run the libraries' destructors under them.
@@ -210,5 +304,6 @@ int main(int argc, char** argv) {
   spdlog::info("stopped");
   spdlog::info("exiting on {}", sig_name);
   csi_proxy::host::NotifyExiting(0);
+  ExitLeavingLibrariesRunning(0);
   return 0;
 }

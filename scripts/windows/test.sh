@@ -1,26 +1,12 @@
 #!/usr/bin/env bash
-# The Windows lane: cross-builds the tree for Windows into build-windows (the dependency prefix comes from
-# scripts/windows/build-deps.sh, which builds it when it is missing) and runs the Windows tests under Wine, in a
-# fresh Wine prefix that is removed afterwards (scripts/windows/wine-session.sh), bounded in time.
+# The Windows lane: cross-builds the tree for Windows into build-windows (scripts/windows/build.sh) and runs the
+# Windows tests under Wine, in a fresh Wine prefix that is removed afterwards (scripts/windows/wine-session.sh),
+# bounded in time.
 #
 #   scripts/windows/test.sh [ctest arguments...]     e.g. -R pipe
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-prefix=$(bash scripts/windows/build-deps.sh)
-jobs=${CSI_PROXY_JOBS:-$(nproc)}
-launcher=()
-if command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR="$PWD"
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-# A new dependency prefix (another key) invalidates every package path CMake cached from the old one.
-if [ "$(cat build-windows/.deps-prefix 2>/dev/null)" != "$prefix" ]; then
-  rm -f build-windows/CMakeCache.txt
-fi
-cmake -S . -B build-windows -G Ninja -DCMAKE_TOOLCHAIN_FILE="$PWD/sdk/cmake/mingw-w64-x86_64.cmake" \
-  -DCSI_PROXY_WINDOWS_DEPS="$prefix" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
-echo "$prefix" >build-windows/.deps-prefix
-cmake --build build-windows -j"$jobs"
+bash scripts/windows/build.sh
 bash scripts/windows/wine-session.sh --timeout 1500 -- \
   ctest --test-dir build-windows --output-on-failure --timeout 300 "$@"

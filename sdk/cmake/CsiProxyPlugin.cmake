@@ -18,8 +18,6 @@
 # CSI_PROXY_GROUP_PLUGIN(Class) answers the host with, so neither is typed in the code.
 include_guard(GLOBAL)
 
-set(_CSI_PROXY_SDK_CMAKE_DIR ${CMAKE_CURRENT_LIST_DIR})
-
 # csi_proxy_generate_lite_protos(<out-var> PROTO_ROOT <dir> PROTOS <files...>): runs protoc --cpp_out and the
 # SDK's protoc-gen-csi-proxy and returns the generated sources in <out-var>; the output folder is
 # <out-var>_INCLUDE_DIR. For proto/v1/x.proto (PROTO_ROOT proto) it writes v1/x.pb.h and v1/x.pb.cc, the message
@@ -55,6 +53,24 @@ function(csi_proxy_generate_lite_protos out_var)
   endforeach()
   set(${out_var} ${sources} PARENT_SCOPE)
   set(${out_var}_INCLUDE_DIR ${gen_dir} PARENT_SCOPE)
+endfunction()
+
+# csi_proxy_add_native_protoc_gen(<source dir>): in a cross build (Windows, with MinGW), protoc-gen-csi-proxy runs
+# on the build machine, so it is built for that machine from its source (<source dir>: sdk/tools in the csi-proxy
+# tree, tools/ beside this file in the Windows SDK) with the build machine's compiler, protobuf and libprotoc, and
+# named CsiProxy::protoc-gen-csi-proxy.
+function(csi_proxy_add_native_protoc_gen source_dir)
+  include(ExternalProject)
+  set(native_dir ${CMAKE_CURRENT_BINARY_DIR}/csi-proxy-native-tools)
+  ExternalProject_Add(protoc-gen-csi-proxy-native
+    SOURCE_DIR ${source_dir}
+    BINARY_DIR ${native_dir}
+    CMAKE_ARGS -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}
+    INSTALL_COMMAND ""
+    BUILD_BYPRODUCTS ${native_dir}/protoc-gen-csi-proxy)
+  add_executable(CsiProxy::protoc-gen-csi-proxy IMPORTED GLOBAL)
+  set_target_properties(CsiProxy::protoc-gen-csi-proxy PROPERTIES IMPORTED_LOCATION ${native_dir}/protoc-gen-csi-proxy)
+  add_dependencies(CsiProxy::protoc-gen-csi-proxy protoc-gen-csi-proxy-native)
 endfunction()
 
 function(csi_proxy_add_plugin target)
@@ -94,12 +110,12 @@ function(csi_proxy_add_plugin target)
   if(WIN32)
     # csi-proxy-<group>.dll; the .def file is the export list (a DLL has no undefined symbols by construction).
     set_target_properties(${target} PROPERTIES PREFIX "")
-    target_sources(${target} PRIVATE ${_CSI_PROXY_SDK_CMAKE_DIR}/csi_proxy_plugin.def)
+    target_sources(${target} PRIVATE ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/csi_proxy_plugin.def)
   else()
     set_target_properties(${target} PROPERTIES PREFIX "lib")
     target_link_options(${target} PRIVATE
       "-Wl,-z,defs"
-      "-Wl,--version-script=${_CSI_PROXY_SDK_CMAKE_DIR}/csi_proxy_plugin.map")
+      "-Wl,--version-script=${CMAKE_CURRENT_FUNCTION_LIST_DIR}/csi_proxy_plugin.map")
   endif()
   # In the csi-proxy tree, group libraries land beside the host as in an installed tree.
   if(DEFINED CSI_PROXY_PLUGIN_OUTPUT_DIR)

@@ -3,6 +3,7 @@
 #
 #   cmake -S <src> -B <build> -DCMAKE_TOOLCHAIN_FILE=<this file> -DCSI_PROXY_WINDOWS_DEPS=<prefix>
 #
+# for the csi-proxy tree and for a third party's group DLL against the installed SDK (docs/plugin-authors.md).
 # CSI_PROXY_WINDOWS_DEPS (or the environment variable of that name) is the prefix that
 # scripts/windows/build-deps.sh prints: gRPC, protobuf, abseil and the rest, built for Windows. find_package()
 # and find_library() look there and in MinGW's own tree only, never in the Linux system's /usr.
@@ -20,6 +21,12 @@ if(NOT CSI_PROXY_WINDOWS_DEPS AND DEFINED ENV{CSI_PROXY_WINDOWS_DEPS})
   set(CSI_PROXY_WINDOWS_DEPS "$ENV{CSI_PROXY_WINDOWS_DEPS}")
 endif()
 set(CMAKE_FIND_ROOT_PATH /usr/${CSI_PROXY_MINGW_TRIPLE} ${CSI_PROXY_WINDOWS_DEPS})
+# Installed with the SDK (<prefix>/lib/cmake/CsiProxySdk, sdk\lib\cmake\CsiProxySdk in the Windows release zip),
+# the SDK's own prefix is searched too: find_package(CsiProxySdk) finds it with no further setting.
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/CsiProxySdkConfig.cmake)
+  get_filename_component(_csi_proxy_sdk_prefix ${CMAKE_CURRENT_LIST_DIR}/../../.. ABSOLUTE)
+  list(APPEND CMAKE_FIND_ROOT_PATH ${_csi_proxy_sdk_prefix})
+endif()
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)  # programs run here: protoc, grpc_cpp_plugin are Linux binaries
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)

@@ -381,6 +381,46 @@ TEST_F(KubernetesManifests, ValidateAgainstTheKubernetesSchemas) {
   EXPECT_NE(r.output.find("DaemonSet kube-system/csi-proxy: valid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("DaemonSet kube-system/example-csi-node: valid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ConfigMap kube-system/csi-proxy-config: valid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("DaemonSet kube-system/csi-proxy-windows: valid"), std::string::npos) << r.output;
+}
+
+// The Windows DaemonSet as sig-windows-tools runs upstream's csi-proxy.exe: a HostProcess pod as SYSTEM on Windows
+// nodes only, its image carrying what it runs (the Windows lane's host_test serves the image's configuration).
+TEST_F(KubernetesManifests, TheWindowsDaemonSetIsAHostProcessPodAsSystemOnWindowsNodes) {
+  const std::string yaml = ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes/csi-proxy-windows.yaml");
+  for (const char* line : {"hostProcess: true", R"(runAsUserName: "NT AUTHORITY\\SYSTEM")", "hostNetwork: true",
+                           "kubernetes.io/os: windows", "image: csi-proxy-windows:"}) {
+    EXPECT_NE(yaml.find(line), std::string::npos) << line;
+  }
+  const std::string dockerfile = ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes/Dockerfile.windows");
+  EXPECT_NE(dockerfile.find("COPY csi-proxy-hostprocess.toml /csi-proxy.toml"), std::string::npos) << dockerfile;
+  EXPECT_EQ(dockerfile.find("RUN "), std::string::npos) << "nothing runs, nothing is downloaded: " << dockerfile;
+}
+
+TEST_F(KubernetesManifests, TheValidatorRefusesAHostProcessPodWithoutTheNodesNetworkOrOffWindows) {
+  TempDir work;
+  const std::string pod =
+      "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: NAME, namespace: kube-system}\nspec:\n"
+      "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec:\n"
+      R"(      securityContext: {windowsOptions: {hostProcess: true, runAsUserName: "NT AUTHORITY\\SYSTEM"}})"
+      "\n"
+      "      containers: [{name: c, image: i}]\n";
+  auto named = [&](const std::string& name, const std::string& more) {
+    std::string text = pod;
+    text.replace(text.find("NAME"), 4, name);
+    return text + more;
+  };
+  std::ofstream(work.path() + "/pods.yaml")
+      << named("no-network", "      nodeSelector: {kubernetes.io/os: windows}\n") << "---\n"
+      << named("any-node", "      hostNetwork: true\n");
+  auto r = Validate(work.path());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("DaemonSet kube-system/no-network: a HostProcess pod needs hostNetwork: true"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("DaemonSet kube-system/any-node: a HostProcess pod must select Windows nodes"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(KubernetesManifests, TheValidatorRefusesAProxyConfigurationWithoutTheAuditLog) {

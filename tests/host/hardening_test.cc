@@ -103,6 +103,39 @@ TEST(ConnectionFlood, IdleConnectionsOfOneCallerDoNotLockOthersOut) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
+TEST(ConnectionFlood, CallersInNoListShareASmallPartOfTheConnections) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to flood as other uids";
+  // 64 connections in all, 16 per uid: four uids alone would fill the host. Only root is listed.
+  HostProcess host(
+      "[groups.echo]\n",
+      "socket_mode = \"0666\"\nmax_connections = 64\nallowed_uids = [0]\nhandshake_timeout_seconds = 60\n");
+  ASSERT_EQ(chmod(host.dir().c_str(), 0755), 0);  // let the other uids reach the socket
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();
+  std::string endpoint = host.endpoint("csi-proxy-echo-v1");
+  std::vector<pid_t> floods;
+  for (uid_t uid : {65531, 65532, 65533, 65534}) {
+    int opened = 0;
+    floods.push_back(Flood(endpoint, uid, 20, &opened));
+    ASSERT_GT(floods.back(), 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the host takes in (or turns away) the floods
+  // Callers nobody listed hold an eighth of the connections together; the listed caller is served, and promptly.
+  v1::EchoRequest req;
+  req.set_text("listed");
+  v1::EchoResponse resp;
+  auto begin = std::chrono::steady_clock::now();
+  auto status = Call(Dial(endpoint), "/v1.Echo/Echo", req, &resp, std::chrono::seconds(5));
+  EXPECT_TRUE(status.ok()) << status.error_message() << "\n" << host.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(2));
+  EXPECT_NE(host.log().find("callers in no authorization list"), std::string::npos) << host.log();
+  EXPECT_NE(host.log().find("hold their maximum of 8 connections"), std::string::npos) << host.log();
+  for (pid_t flood : floods) {
+    kill(flood, SIGKILL);
+    waitpid(flood, nullptr, 0);
+  }
+  EXPECT_EQ(host.Stop(), 0);
+}
+
 // Waits until the host closes `fd` (end of file or reset). Returns how long that took, or nullopt if it did
 // not within `limit`. Whatever the host sends first (an HTTP/2 SETTINGS frame) is read and ignored.
 std::optional<std::chrono::milliseconds> WaitUntilClosed(int fd, std::chrono::milliseconds limit) {

@@ -43,8 +43,14 @@ std::vector<RefusalCase> Cases() {
       {"initfails", Fixture("initfails"), "init failed with FAILED_PRECONDITION: the widget driver is not loaded"},
       {"initthrows", Fixture("initthrows"), "init failed with INTERNAL: init threw widget table corrupt"},
       {"echodup", Fixture("echodup"),
-       "endpoint csi-proxy-echo-v1 is already served by " + PluginDir() + "/libcsi-proxy-echo.so; " +
-           Fixture("echodup") + " claims it too"},
+       "the library answers the group name 'echo', but it is configured under [groups.echodup]; a library serves "
+       "only the group of its own name (configure it under [groups.echo], or use the library of group 'echodup')"},
+      {"manymethods", Fixture("manymethods"),
+       "service many.Many declares 200000 methods; a service may have at most 256 "
+       "(CSI_PROXY_MAX_METHODS_PER_SERVICE)"},
+      {"manyservices", Fixture("manyservices"),
+       "the library registers more than 64 services; a library may register at most that many "
+       "(CSI_PROXY_MAX_SERVICES_PER_LIBRARY)"},
   };
 }
 

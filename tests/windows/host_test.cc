@@ -331,6 +331,50 @@ TEST(WindowsHost, CheckConfigNamesThePipes) {
   EXPECT_NE(run.output.find("a start would serve this configuration"), std::string::npos) << run.output;
 }
 
+// The HostProcess pod (deploy/kubernetes/csi-proxy-windows.yaml) as far as Wine goes: the configuration its image
+// carries (deploy/kubernetes/csi-proxy-hostprocess.toml) with the pod's args serves every group from the DLLs beside
+// csi-proxy.exe, the pod's readiness probe passes, and the audit log ('-') is the container's log: standard error.
+TEST(WindowsHost, TheHostProcessPodsConfigurationServesAndAuditsToStandardError) {
+  const std::string shipped =
+      ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes/csi-proxy-hostprocess.toml");
+  const size_t host_table = shipped.find("[host]\n");
+  const size_t groups = shipped.find("[groups.");
+  ASSERT_NE(host_table, std::string::npos);
+  ASSERT_NE(groups, std::string::npos);
+  // The pod's kubelet path, made here when this Wine prefix lacks it (and removed again).
+  const std::string kubelet = R"(C:\var\lib\kubelet)";
+  struct MadeHere {
+    std::vector<std::string> dirs;  // innermost first
+    ~MadeHere() {
+      for (const auto& dir : dirs) RemoveDirectoryW(host::Widen(dir).c_str());
+    }
+  } made;
+  for (const std::string& dir : std::vector<std::string>{R"(C:\var)", R"(C:\var\lib)", kubelet}) {
+    if (CreateDirectoryW(host::Widen(dir).c_str(), nullptr)) made.dirs.insert(made.dirs.begin(), dir);
+  }
+  {
+    WindowsHost host(shipped.substr(groups), shipped.substr(host_table + 7, groups - host_table - 7));
+    ASSERT_TRUE(host.Start({"csi-proxy-filesystem-v1", "csi-proxy-system-v1alpha1", "csi-proxy-disk-v1",
+                            "csi-proxy-volume-v1", "csi-proxy-smb-v1", "csi-proxy-iscsi-v1alpha2"},
+                           {R"(-kubelet-path=C:\var\lib\kubelet)"}))
+        << host.error();
+    ProgramRun probe = Ctl({"call", "csi-proxy-filesystem-v1", "PathExists", R"({"path": "C:\\var\\lib\\kubelet"})"});
+    EXPECT_EQ(probe.exit_code, 0) << probe.output;
+    v1::MkdirRequest mkdir;
+    mkdir.set_path(kubelet + "\\pod-volume");
+    v1::MkdirResponse made_dir;
+    grpc::Status s = CallPipe("csi-proxy-filesystem-v1", "/v1.Filesystem/Mkdir", mkdir, &made_dir);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    RemoveDirectoryW(host::Widen(kubelet + "\\pod-volume").c_str());
+    EXPECT_EQ(host.Stop(), 0);
+    const std::string log = host.log();
+    EXPECT_NE(log.find(" audit group=filesystem version=v1 method=/v1.Filesystem/Mkdir pid="), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("pod-volume"), std::string::npos) << log;
+    EXPECT_EQ(log.find("method=/v1.Filesystem/PathExists"), std::string::npos) << "the probe is not audited: " << log;
+  }
+}
+
 // With check_caller_process, every call also asks whether the process that connected still runs as it did.
 TEST(WindowsHost, AuditLogCarriesTheCallersSids) {
   WindowsHost host(EchoTable(), "check_caller_process = true");

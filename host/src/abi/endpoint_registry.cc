@@ -61,6 +61,11 @@ StatusOr<ServiceRegistration> ReadServiceDesc(const csi_proxy_service_desc* desc
   ServiceRegistration reg{d.version, d.service_name, {}};
   if (!IsIdentifier(reg.version, false)) return InvalidArgument("bad service version '" + reg.version + "'");
   if (!IsIdentifier(reg.service_name, true)) return InvalidArgument("bad service name '" + reg.service_name + "'");
+  if (d.method_count > CSI_PROXY_MAX_METHODS_PER_SERVICE) {
+    return InvalidArgument("service " + reg.service_name + " declares " + std::to_string(d.method_count) +
+                           " methods; a service may have at most " + std::to_string(CSI_PROXY_MAX_METHODS_PER_SERVICE) +
+                           " (CSI_PROXY_MAX_METHODS_PER_SERVICE)");
+  }
   if (d.method_count > 0 && (d.methods == nullptr || d.method_desc_size < CSI_PROXY_METHOD_DESC_V1_SIZE)) {
     return InvalidArgument("service " + reg.service_name + " has a truncated method table: method_desc_size " +
                            std::to_string(d.method_desc_size) + ", expected at least " +

@@ -42,6 +42,11 @@ csi_proxy_status_code RegisterService(csi_proxy_host_context* ctx, const csi_pro
       if (ctx) ctx->refusal = "register_service was called outside init";
       return CSI_PROXY_STATUS_FAILED_PRECONDITION;
     }
+    if (ctx->offered_versions.size() >= CSI_PROXY_MAX_SERVICES_PER_LIBRARY) {
+      ctx->refusal = "the library registers more than " + std::to_string(CSI_PROXY_MAX_SERVICES_PER_LIBRARY) +
+                     " services; a library may register at most that many (CSI_PROXY_MAX_SERVICES_PER_LIBRARY)";
+      return CSI_PROXY_STATUS_RESOURCE_EXHAUSTED;
+    }
     auto reg = ReadServiceDesc(desc);
     if (!reg.ok()) {
       ctx->refusal = reg.status().message();

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "abi/abi_struct.h"
+#include "abi/library_scope.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -69,6 +70,7 @@ void LoadedPlugin::Shutdown() {
   if (!initialized_) return;
   initialized_ = false;
   try {
+    LibraryScope scope(config_name_.c_str(), "shutdown");
     if (api_.shutdown != nullptr) api_.shutdown(plugin_state_);
   } catch (...) {
     spdlog::error("group '{}' ({}): shutdown threw an exception", config_name_, library());
@@ -92,6 +94,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->context_->versions = group.versions;
   plugin->context_->registry = &registry;
 
+  LibraryScope loading(group.name.c_str(), "load");  // the library's constructors run in the load
   auto library = SharedLibrary::Load(std::move(*file));
   if (!library.ok()) return Refuse(group, Code::kFailedPrecondition, library.status().message());
   plugin->library_ = std::move(*library);
@@ -107,6 +110,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   answer.struct_size = sizeof answer;
   csi_proxy_status_code code = CSI_PROXY_STATUS_INTERNAL;
   try {
+    LibraryScope scope(group.name.c_str(), "negotiate");
     code = negotiate(&offer, &answer);
   } catch (...) {
     return Refuse(group, Code::kInternal, "negotiation threw an exception across the C ABI");
@@ -146,8 +150,12 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   plugin->plugin_version_ = answer.plugin_version != nullptr ? answer.plugin_version : "unknown";
   plugin->context_->group = answer.group;
   if (plugin->context_->group != group.name) {
-    spdlog::warn("group '{}' ({}): the library declares group '{}'; its endpoints are named after '{}'", group.name,
-                 group.library, plugin->context_->group, plugin->context_->group);
+    // Its endpoints would be named after the group it answers: a library may not take another group's place.
+    return Refuse(group, Code::kFailedPrecondition,
+                  "the library answers the group name '" + plugin->context_->group +
+                      "', but it is configured under [groups." + group.name +
+                      "]; a library serves only the group of its own name (configure it under [groups." +
+                      plugin->context_->group + "], or use the library of group '" + group.name + "')");
   }
 
   plugin->config_toml_ = GroupConfigToml(group, host);
@@ -155,6 +163,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   char error[1024] = {0};
   plugin->context_->registering = true;
   try {
+    LibraryScope scope(group.name.c_str(), "init");
     code = plugin->api_.init(&plugin->host_api_, &plugin->plugin_state_, error, sizeof error);
   } catch (...) {
     code = CSI_PROXY_STATUS_INTERNAL;

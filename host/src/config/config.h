@@ -50,13 +50,24 @@ struct HostConfig {
   std::string socket_group;  // a group name or numeric gid; empty leaves the socket's group as created
   std::string pipe_sddl = DefaultPipeSecurity();  // Windows: the endpoint pipes' security descriptor
   std::chrono::milliseconds shutdown_timeout{std::chrono::seconds(30)};
+  // How long loading a group's library and its init may take, at a start or a reload.
+  std::chrono::seconds load_timeout{30};
   int max_connections = 4096;            // open connections in all (also bounded by the open-file limit)
   int max_connections_per_uid = 0;       // for one caller's uid; 0: a quarter of max_connections
   int max_connections_per_endpoint = 0;  // on one endpoint socket; 0: half of max_connections
+  int max_connections_unlisted = 0;      // of callers in no group's lists, together; 0: an eighth of max_connections
   // A connection must have sent the HTTP/2 client preface within this time, and one without a call for
   // idle_timeout is closed (the client reconnects for its next call).
   std::chrono::seconds handshake_timeout{10};
   std::chrono::seconds idle_timeout{300};
+  // HTTP/2 streams (calls, health checks and watches, reflection sessions) open at once: on one connection (also
+  // advertised to clients), of one uid, in all, and health watches in all; a stream's request message must
+  // arrive within request_timeout of its HEADERS.
+  int max_streams_per_connection = 100;
+  int max_streams_per_uid = 1000;
+  int max_streams = 4000;
+  int max_health_watches = 1000;
+  std::chrono::seconds request_timeout{10};
   AccessLists access;  // who may call every group's methods, unless its table says otherwise
   // Check every call against the process that connected (SO_PEERPIDFD): refused once it has exited or changed
   // its credentials, as when its socket was passed to or inherited by another process.

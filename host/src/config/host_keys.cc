@@ -15,6 +15,7 @@ constexpr HostKeySystem kLinuxOnly = HostKeySystem::kLinux;
 constexpr HostKeySystem kWindowsOnly = HostKeySystem::kWindows;
 
 constexpr int64_t kMaxConnections = 1000000;
+constexpr int64_t kMaxStreams = 1000000;
 
 const HostKey kHostKeys[] = {
     {"endpoint_dir", &HostConfig::endpoint_dir, R::kAbsolutePath, On::kAtNextStart},
@@ -41,9 +42,19 @@ const HostKey kHostKeys[] = {
      kMaxConnections},
     {"max_connections_per_endpoint", &HostConfig::max_connections_per_endpoint, R::kInteger, On::kAtNextStart, 1,
      kMaxConnections},
+    // The Windows listener does not take it yet.
+    {"max_connections_unlisted", &HostConfig::max_connections_unlisted, R::kInteger, On::kAtNextStart, 1,
+     kMaxConnections, "", kLinuxOnly},
     {"handshake_timeout_seconds", &HostConfig::handshake_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
     {"idle_timeout_seconds", &HostConfig::idle_timeout, R::kSeconds, On::kAtNextStart, 1, 7 * 24 * 3600},
+    {"max_streams_per_connection", &HostConfig::max_streams_per_connection, R::kInteger, On::kAtNextStart, 1,
+     kMaxStreams},
+    {"max_streams_per_uid", &HostConfig::max_streams_per_uid, R::kInteger, On::kAtNextStart, 1, kMaxStreams},
+    {"max_streams", &HostConfig::max_streams, R::kInteger, On::kAtNextStart, 1, kMaxStreams},
+    {"max_health_watches", &HostConfig::max_health_watches, R::kInteger, On::kAtNextStart, 0, kMaxStreams},
+    {"request_timeout_seconds", &HostConfig::request_timeout, R::kSeconds, On::kAtNextStart, 1, 3600},
     {"shutdown_timeout_seconds", &HostConfig::shutdown_timeout, R::kSeconds, On::kNow, 0, 3600},
+    {"load_timeout_seconds", &HostConfig::load_timeout, R::kSeconds, On::kNow, 1, 3600},
     {"socket_mode", &HostConfig::socket_mode, R::kOctalMode, On::kAtNextStart, 0, 0, {}, kLinuxOnly},
     {"pipe_sddl", &HostConfig::pipe_sddl, R::kSecurityDescriptor, On::kAtNextStart, 0, 0, {}, kWindowsOnly},
 };

@@ -36,8 +36,21 @@ ConnectionLimits ConnectionLimitsOf(const HostConfig& config) {
                                 ? static_cast<size_t>(config.max_connections_per_endpoint)
                                 : std::max<size_t>(1, limits.max_total / 2);
   limits.max_per_endpoint = std::min(limits.max_per_endpoint, limits.max_total);
+  limits.max_unlisted = config.max_connections_unlisted > 0 ? static_cast<size_t>(config.max_connections_unlisted)
+                                                            : std::max<size_t>(1, limits.max_total / 8);
+  limits.max_unlisted = std::min(limits.max_unlisted, limits.max_total);
   limits.handshake_timeout = config.handshake_timeout;
   limits.pin_peer_process = config.check_caller_process;
+  return limits;
+}
+
+StreamLimits StreamLimitsOf(const HostConfig& config) {
+  StreamLimits limits;
+  limits.per_connection = static_cast<uint32_t>(config.max_streams_per_connection);
+  limits.per_uid = static_cast<uint32_t>(config.max_streams_per_uid);
+  limits.total = static_cast<uint32_t>(config.max_streams);
+  limits.health_watches = static_cast<uint32_t>(config.max_health_watches);
+  limits.request_timeout = config.request_timeout;
   return limits;
 }
 
@@ -155,8 +168,8 @@ Status HostRuntime::Serve(const std::shared_ptr<GroupRuntime>& runtime) {
   Status failed;
   for (const auto& [name, endpoint] : runtime->endpoints()) {
     if (endpoints_.count(name)) continue;
-    auto server =
-        std::make_unique<EndpointServer>(EndpointPath(config_.endpoint_dir, name), BindingOf(endpoint, runtime));
+    auto server = std::make_unique<EndpointServer>(EndpointPath(config_.endpoint_dir, name),
+                                                   BindingOf(endpoint, runtime), streams_);
     // gRPC refuses a larger message before it is read whole; the router checks again for a limit a reload lowered.
     failed = server->Start(socket_access_, static_cast<int>(runtime->max_request_bytes()), config_.idle_timeout);
     if (!failed.ok()) break;
@@ -210,14 +223,16 @@ std::vector<std::string> HostRuntime::StopAll(const std::vector<std::shared_ptr<
   return lines;
 }
 
-HostRuntime::LoadedGroups HostRuntime::LoadGroups(const HostConfig& config, bool keep_going) {
+HostRuntime::LoadedGroups HostRuntime::LoadGroups(const HostConfig& config, bool keep_going,
+                                                  const std::atomic<bool>& stop) {
   LoadedGroups out;
   for (const auto& group : config.groups) {
     if (!group.enabled) {
       spdlog::info("group '{}' is disabled in the configuration", group.name);
       continue;
     }
-    auto runtime = GroupRuntime::Load(group, config, RegistryOf(out.groups, ""));
+    auto runtime = GroupRuntime::LoadWithin(group, config, RegistryOf(out.groups, ""),
+                                            std::chrono::steady_clock::now() + config.load_timeout, stop);
     if (!runtime.ok()) {
       const std::string& why = runtime.status().message();
       bool fatal = RefusalStopsTheHost(group, runtime.status());
@@ -249,9 +264,10 @@ HostRuntime::LoadedGroups HostRuntime::LoadGroups(const HostConfig& config, bool
 }
 
 StartCheck HostRuntime::CheckStart(const HostConfig& config) {
+  const std::atomic<bool> never{false};
   HostConfig checked = config;
   checked.check_only = true;  // the groups' inits must leave a running host's state alone
-  LoadedGroups loaded = LoadGroups(checked, /*keep_going=*/true);
+  LoadedGroups loaded = LoadGroups(checked, /*keep_going=*/true, never);
   StartCheck check;
   for (const auto& [name, runtime] : loaded.groups) {
     for (const auto& [endpoint_name, endpoint] : runtime->endpoints()) check.endpoints[endpoint_name] = endpoint;
@@ -291,7 +307,8 @@ Status HostRuntime::Start(const HostConfig& config) {
     metrics_->TrackAudit(audit_);
     spdlog::info("metrics on http://{}/metrics", config.metrics_address);
   }
-  LoadedGroups loaded = LoadGroups(config, /*keep_going=*/false);
+  shutdown_timeout_ms_.store(config.shutdown_timeout.count());
+  LoadedGroups loaded = LoadGroups(config, /*keep_going=*/false, stopping_);
   groups_ = std::move(loaded.groups);  // the shutdown unloads what did load, should the start fail
   if (!loaded.fatal.ok()) return loaded.fatal;
   if (metrics_) {
@@ -301,9 +318,15 @@ Status HostRuntime::Start(const HostConfig& config) {
   for (const auto& warning : PathWarnings(config)) spdlog::warn("{}", warning);
   CSI_PROXY_RETURN_IF_ERROR(CreateEndpointDirectory(config.endpoint_dir));
   authorization_ = AuthorizationOf(config);
+  PublishCallerLists();
+  streams_ = std::make_shared<StreamAccounts>(StreamLimitsOf(config));
+  if (on_stream_burst_ended_) streams_->OnBurstEnded(on_stream_burst_ended_);
   for (const auto& [name, runtime] : groups_) CSI_PROXY_RETURN_IF_ERROR(Serve(runtime));
-  CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(ConnectionLimitsOf(config)));
+  ConnectionLimits limits = ConnectionLimitsOf(config);
+  limits.listed = [this](const PeerCredentials& peer) { return Listed(peer); };
+  CSI_PROXY_RETURN_IF_ERROR(accept_loop_.Start(limits));
   started_ = true;
+  Publish();
   return Status::Ok();
 }
 
@@ -319,8 +342,8 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     return report;
   }
   std::lock_guard lock(mu_);
-  if (!started_ || stopped_) {
-    report.refused.push_back(stopped_ ? "the host is stopping" : "the host is still starting");
+  if (!started_ || stopped_ || stopping_.load()) {
+    report.refused.push_back(!started_ ? "the host is still starting" : "the host is stopping");
     if (metrics_) metrics_->CountReload("refused");
     return report;
   }
@@ -364,19 +387,26 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   std::map<std::string, std::shared_ptr<GroupRuntime>> loaded_now;
   std::vector<std::string> to_load = plan.replace;
   to_load.insert(to_load.end(), plan.add.begin(), plan.add.end());
+  // Each load has a deadline of its own: an init that does not return by then fails its group's change.
+  Publish();
   for (const std::string& name : to_load) {
     const GroupConfig& g = *configs.at(name);
-    auto runtime = GroupRuntime::Load(g, next, RegistryOf(after, name));
-    if (!runtime.ok() && runtime.status().code() == Code::kInvalidArgument) {
-      // A mistake in a group's keys is a mistake in the file: nothing of this reload is applied.
+    auto runtime = GroupRuntime::LoadWithin(g, next, RegistryOf(after, name),
+                                            std::chrono::steady_clock::now() + next.load_timeout, stopping_);
+    const bool stopping = stopping_.load();
+    if (!runtime.ok() && (runtime.status().code() == Code::kInvalidArgument || stopping)) {
+      // A mistake in a group's keys is a mistake in the file: nothing of this reload is applied. Nor is anything
+      // once the host is stopping.
       std::vector<std::shared_ptr<GroupRuntime>> discarded;
       for (auto& [loaded_name, r] : loaded_now) discarded.push_back(r);
       StopAll(discarded, std::chrono::steady_clock::now());
-      report.config_ok = false;
+      report.config_ok = stopping;
       report.applied.clear();
       report.refused = {runtime.status().message()};
+      if (stopping) report.refused.push_back("the host is stopping: nothing of this reload was applied");
       spdlog::error("{}", report.Summary());
       EndReload();
+      Publish();
       if (metrics_) metrics_->CountReload("refused");
       return report;
     }
@@ -394,6 +424,7 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
   // Apply: stop serving removed groups, serve new instances (with the new authorization), then drain what they
   // replace.
   authorization_ = AuthorizationOf(next);
+  PublishCallerLists();
   auto grace = next.shutdown_timeout;
   auto system_deadline = std::chrono::system_clock::now() + grace;
   auto steady_deadline = std::chrono::steady_clock::now() + grace;
@@ -437,6 +468,8 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
       report.refused.push_back("group '" + name + "' authorization lists: " + rebound.message());
     }
   }
+  shutdown_timeout_ms_.store(next.shutdown_timeout.count());
+  Publish(draining);
   auto leftovers = StopAll(draining, steady_deadline);
   report.notes.insert(report.notes.end(), leftovers.begin(), leftovers.end());
   EndReload();
@@ -445,12 +478,21 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     metrics_->CountReload(report.refused.empty() ? "ok" : "partial");
   }
   config_ = next;
+  Publish();
   report.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   (report.refused.empty() ? spdlog::info("{}", report.Summary()) : spdlog::warn("{}", report.Summary()));
   return report;
 }
 
+void HostRuntime::BeginShutdown() {
+  int64_t unset = 0;
+  stop_requested_ns_.compare_exchange_strong(unset, std::chrono::steady_clock::now().time_since_epoch().count());
+  stopping_.store(true);
+}
+
 std::vector<std::string> HostRuntime::Shutdown() {
+  BeginShutdown();
+  // A reload under way ends soon: it gives its loads up, and its drain ends before this one's deadline.
   std::lock_guard lock(mu_);
   if (stopped_) return {};
   stopped_ = true;
@@ -459,16 +501,24 @@ std::vector<std::string> HostRuntime::Shutdown() {
     server->SetServing(false);
     server->CloseSocket();
   }
-  auto system_deadline = std::chrono::system_clock::now() + config_.shutdown_timeout;
-  auto steady_deadline = std::chrono::steady_clock::now() + config_.shutdown_timeout;
+  // Counted from the stop request, however long a reload held the lock meanwhile.
+  const auto requested =
+      std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(stop_requested_ns_.load()));
+  const auto steady_deadline = requested + config_.shutdown_timeout;
+  const auto system_deadline =
+      std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                             steady_deadline - std::chrono::steady_clock::now());
   std::vector<EndpointServer*> servers;
   for (auto& [name, server] : endpoints_) servers.push_back(server.get());
   InParallel(servers.size(), [&](size_t i) { servers[i]->Stop(system_deadline); });
   endpoints_.clear();
+  // No stream is left: the reaper ends here, and with it the calls of the burst function `main` gave.
+  streams_.reset();
   std::vector<std::shared_ptr<GroupRuntime>> all;
   // Shut the libraries down in the reverse of the order they were loaded in (by name).
   for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) all.push_back(it->second);
   groups_.clear();
+  Publish();
   std::vector<std::string> still_running = StopAll(all, steady_deadline);
   // The lines of the calls just answered are written before the host exits; a sink that takes nothing holds the
   // exit two seconds at most (what it did not take is counted lost).
@@ -476,13 +526,24 @@ std::vector<std::string> HostRuntime::Shutdown() {
   return still_running;
 }
 
-std::vector<GroupState> HostRuntime::Describe() const {
-  std::lock_guard lock(mu_);
-  std::vector<GroupState> out;
-  for (const auto& [name, runtime] : groups_) {
+void HostRuntime::PublishCallerLists() {
+  auto lists = std::make_shared<std::vector<std::shared_ptr<const Authorization>>>();
+  for (const auto& [name, authorization] : authorization_) lists->push_back(authorization);
+  caller_lists_.store(std::move(lists));
+}
+
+bool HostRuntime::Listed(const PeerCredentials& peer) const {
+  std::shared_ptr<const std::vector<std::shared_ptr<const Authorization>>> lists = caller_lists_.load();
+  // A group without lists admits whoever the socket does: then every caller counts as named.
+  return std::any_of(lists->begin(), lists->end(), [&](const auto& a) { return !a || a->Names(peer); });
+}
+
+void HostRuntime::Publish(const std::vector<std::shared_ptr<GroupRuntime>>& draining) {
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->endpoint_dir = config_.endpoint_dir;
+  auto add = [&](const std::string& name, const std::shared_ptr<GroupRuntime>& runtime) {
     const LoadedPlugin& p = runtime->plugin();
-    GroupState g{name, p.group(),         p.library(),     p.plugin_version(), p.abi_version(),
-                 {},   runtime->limits(), runtime->usage()};
+    GroupState g{name, p.group(), p.library(), p.plugin_version(), p.abi_version(), {}, runtime->limits(), {}};
     for (const auto& [endpoint, e] : runtime->endpoints()) {
       g.endpoints.push_back(endpoint);
       for (const auto& [method, handler] : e.methods) {
@@ -490,6 +551,20 @@ std::vector<GroupState> HostRuntime::Describe() const {
       }
     }
     std::sort(g.read_only_methods.begin(), g.read_only_methods.end());
+    snapshot->groups.emplace_back(std::move(g), runtime);
+  };
+  for (const auto& [name, runtime] : groups_) add(name, runtime);
+  for (const auto& runtime : draining) add(runtime->name(), runtime);
+  for (const auto& [name, server] : endpoints_) snapshot->endpoints[name] = server->binding();
+  snapshot_.store(std::move(snapshot));
+}
+
+std::vector<GroupState> HostRuntime::Describe() const {
+  std::shared_ptr<const Snapshot> snapshot = snapshot_.load();
+  std::vector<GroupState> out;
+  for (const auto& [state, runtime] : snapshot->groups) {
+    GroupState g = state;
+    g.usage = runtime->usage();
     g.required = runtime->required();
     g.state = GroupRuntime::StateName(runtime->state());
     out.push_back(std::move(g));
@@ -498,16 +573,13 @@ std::vector<GroupState> HostRuntime::Describe() const {
 }
 
 StatusOr<Endpoint> HostRuntime::FindEndpoint(const std::string& name) const {
-  std::lock_guard lock(mu_);
-  auto it = endpoints_.find(name);
-  if (it == endpoints_.end()) return NotFound("no endpoint " + name + " is served");
-  return *it->second->binding()->endpoint;
+  std::shared_ptr<const Snapshot> snapshot = snapshot_.load();
+  auto it = snapshot->endpoints.find(name);
+  if (it == snapshot->endpoints.end()) return NotFound("no endpoint " + name + " is served");
+  return *it->second->endpoint;
 }
 
-std::string HostRuntime::endpoint_dir() const {
-  std::lock_guard lock(mu_);
-  return config_.endpoint_dir;
-}
+std::string HostRuntime::endpoint_dir() const { return snapshot_.load()->endpoint_dir; }
 
 std::vector<std::string> HostRuntime::socket_paths() const {
   std::lock_guard lock(mu_);

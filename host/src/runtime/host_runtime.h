@@ -1,9 +1,12 @@
 // The running host: the loaded group instances, the endpoints they serve and the accept loop in front of them.
 // Start serves a configuration; Reload applies a new one group by group without touching what did not change;
-// Shutdown stops everything within the configured timeout, whatever a handler does.
+// Shutdown stops everything within the configured timeout, whatever a handler does. What the admin reads (Describe,
+// FindEndpoint) comes from a snapshot the runtime publishes as it changes, so that reading it never waits for a
+// reload.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +20,7 @@
 #include "serving/endpoint_socket.h"
 #include "serving/group_runtime.h"
 #include "serving/listeners.h"
+#include "serving/stream_limits.h"
 
 namespace csi_proxy::host {
 
@@ -86,16 +90,31 @@ class HostRuntime {
   // serves, groups whose lists changed are bound again. One reload at a time; safe from any thread.
   ReloadReport Reload(const StatusOr<HostConfig>& config);
 
-  // Stops accepting, lets calls in flight finish for up to the configured timeout, answers the rest, shuts the
-  // libraries down and removes the socket files. Returns the calls ("group /method") still running in a library
-  // at the deadline; their libraries stay loaded and the caller should exit without waiting for them.
+  // Says that the host is stopping, from any thread and without waiting: a reload under way gives up the loads it
+  // still waits for and changes nothing more, and the shutdown's deadline counts from now. Idempotent.
+  void BeginShutdown();
+
+  // Stops accepting, lets calls in flight finish for up to the configured timeout (counted from BeginShutdown),
+  // answers the rest, shuts the libraries down and removes the socket files. Returns the calls ("group /method")
+  // still running in a library at the deadline; their libraries stay loaded and the caller should exit without
+  // waiting for them (so too when GroupRuntime::LibraryCodeMayRun() says so: a reload left one running, or gave
+  // up a load).
   std::vector<std::string> Shutdown();
+
+  // shutdown_timeout_seconds as it applies now; readable from any thread without waiting.
+  std::chrono::milliseconds shutdown_timeout() const {
+    return std::chrono::milliseconds(shutdown_timeout_ms_.load(std::memory_order_relaxed));
+  }
 
   std::vector<std::string> socket_paths() const;
   std::vector<GroupState> Describe() const;
   // A copy of the endpoint `name` as served now (for the admin's Descriptors); NotFound when none is.
   StatusOr<Endpoint> FindEndpoint(const std::string& name) const;
   std::string endpoint_dir() const;
+
+  // Runs `fn` (on a thread of the host's) once the streams open fall back after a burst, when the memory they held
+  // may be given back to the system. Set before Start.
+  void OnStreamBurstEnded(std::function<void()> fn) { on_stream_burst_ended_ = std::move(fn); }
 
  private:
   using Runtimes = std::map<std::string, std::shared_ptr<GroupRuntime>>;
@@ -109,7 +128,8 @@ class HostRuntime {
     std::vector<std::string> refused;  // failures that stop a start
     Status fatal;                      // the first of those, as Start returns it
   };
-  static LoadedGroups LoadGroups(const HostConfig& config, bool keep_going);
+  // Each library's load may take load_timeout_seconds, and ends early when `stop` turns true.
+  static LoadedGroups LoadGroups(const HostConfig& config, bool keep_going, const std::atomic<bool>& stop);
   // The endpoints of every instance in `runtimes` except `skip`, for conflict checks when loading.
   static EndpointRegistry RegistryOf(const Runtimes& runtimes, const std::string& skip);
   // What an endpoint of `runtime` is bound to: its methods, its instance, its limits, its group's authorization
@@ -130,6 +150,26 @@ class HostRuntime {
   void EndReload();
   static std::vector<std::string> StopAll(const std::vector<std::shared_ptr<GroupRuntime>>& runtimes,
                                           std::chrono::steady_clock::time_point deadline);
+  // Publishes the lists of authorization_ for Listed. With mu_.
+  void PublishCallerLists();
+  // Whether any enabled group's lists name `peer` (or a group has none); for the accept loop, without mu_.
+  bool Listed(const PeerCredentials& peer) const;
+  // Publishes what Describe and FindEndpoint read: groups_, the instances in `draining` and the endpoints. With mu_.
+  void Publish(const std::vector<std::shared_ptr<GroupRuntime>>& draining = {});
+
+  // What the admin reads, as of the last Publish.
+  struct Snapshot {
+    std::string endpoint_dir;
+    std::vector<std::pair<GroupState, std::shared_ptr<GroupRuntime>>> groups;  // usage and state are read live
+    std::map<std::string, std::shared_ptr<const EndpointBinding>> endpoints;
+  };
+  std::atomic<std::shared_ptr<const Snapshot>> snapshot_{std::make_shared<const Snapshot>()};
+  // authorization_'s values, for Listed.
+  std::atomic<std::shared_ptr<const std::vector<std::shared_ptr<const Authorization>>>> caller_lists_{
+      std::make_shared<const std::vector<std::shared_ptr<const Authorization>>>()};
+  std::atomic<bool> stopping_{false};                // BeginShutdown was called
+  std::atomic<int64_t> stop_requested_ns_{0};        // when, on the steady clock
+  std::atomic<int64_t> shutdown_timeout_ms_{30000};  // config_.shutdown_timeout, for readers without mu_
 
   mutable std::mutex mu_;  // one Start/Reload/Shutdown at a time; guards everything below
   HostConfig config_;
@@ -137,6 +177,8 @@ class HostRuntime {
   Runtimes groups_;             // by [groups.<name>]
   std::map<std::string, std::unique_ptr<EndpointServer>> endpoints_;  // by endpoint name
   AcceptLoop accept_loop_;
+  std::shared_ptr<StreamAccounts> streams_;  // every endpoint's streams; made by Start
+  std::function<void()> on_stream_burst_ended_;
   std::vector<std::shared_ptr<CallObserver>> call_observers_;                  // every endpoint's (metrics, audit)
   std::shared_ptr<AuditLog> audit_ = std::make_shared<AuditLog>();             // in call_observers_; off until opened
   std::map<std::string, std::shared_ptr<const Authorization>> authorization_;  // by [groups.<name>]; null: open

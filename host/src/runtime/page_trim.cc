@@ -35,7 +35,8 @@ void PageTrimmer::Run() {
       due_ = {};
       lock.unlock();
       size_t kib = ReleaseFilePages();
-      spdlog::debug("released {} KiB of file pages touched while loading", kib);
+      size_t heap_kib = ReleaseFreeHeap();
+      spdlog::debug("released {} KiB of file pages touched while loading and {} KiB of free heap", kib, heap_kib);
       lock.lock();
     }
   }

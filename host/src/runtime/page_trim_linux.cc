@@ -1,6 +1,8 @@
-// See page_trim.h: the mappings from /proc/self/smaps, the pages given back with madvise(MADV_DONTNEED).
+// See page_trim.h: the mappings from /proc/self/smaps, the pages given back with madvise(MADV_DONTNEED); the free
+// heap with glibc's malloc_trim.
 #include "runtime/page_trim.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -54,7 +56,22 @@ std::vector<Mapping> ReadMappings() {
   return mappings;
 }
 
+// VmRSS from /proc/self/statm, in KiB.
+size_t ResidentKib() {
+  std::ifstream statm("/proc/self/statm");
+  size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) / 1024;
+}
+
 }  // namespace
+
+size_t ReleaseFreeHeap() {
+  size_t before = ResidentKib();
+  malloc_trim(0);  // every arena: the free top of each and the free pages inside
+  size_t after = ResidentKib();
+  return before > after ? before - after : 0;
+}
 
 size_t ReleaseFilePages() {
   std::lock_guard lock(MappingChangeMutex());

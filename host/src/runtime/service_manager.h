@@ -51,9 +51,11 @@ void ApplySystemFlags(const SystemFlags& flags, HostConfig& config);
 std::optional<int> RunSystemCommand(const SystemFlags& flags);
 
 // Prepares the process before it starts any thread: stop and reload requests reach only WaitForRequest (threads
-// started later inherit that), a peer that goes away is no signal, and the open-file limit is raised as far as
-// the system allows (every connection is a descriptor). On Windows it connects to the service control manager
-// when run as a service, which fails when the SCM did not start the process.
+// started later inherit that), a peer that goes away is no signal, the open-file limit is raised as far as the
+// system allows (every connection is a descriptor), and a crash (a fatal signal, an abort) leaves one line on
+// standard error naming the signal and the group whose code the crashing thread ran (abi/library_scope.h). On
+// Windows it connects to the service control manager when run as a service, which fails when the SCM did not
+// start the process.
 Status PrepareProcess(const SystemFlags& flags);
 
 struct ServiceRequest {

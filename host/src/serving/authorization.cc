@@ -50,6 +50,24 @@ std::optional<std::string> Authorization::Check(const PeerCredentials& peer, std
   return why;
 }
 
+bool Authorization::Names(const PeerCredentials& peer) const {
+  return UidIn(lists_.allowed_uids, peer) || GidIn(lists_.allowed_gids, peer) || UidIn(lists_.read_only_uids, peer) ||
+         GidIn(lists_.read_only_gids, peer);
+}
+
+std::optional<std::string> Authorization::CheckHostService(const PeerCredentials& peer,
+                                                           std::string_view service) const {
+  if (peer.process) {
+    if (auto changed = peer.process->Changed(peer)) {
+      return PeerText(peer) + " may not use " + std::string(service) + " on the endpoints of group '" + group_ +
+             "': " + *changed;
+    }
+  }
+  if (Names(peer)) return std::nullopt;
+  return PeerText(peer) + " may not use " + std::string(service) + " on the endpoints of group '" + group_ +
+         "': it is not in allowed_uids, allowed_gids, read_only_uids or read_only_gids";
+}
+
 bool SameAuthorization(const std::shared_ptr<const Authorization>& a, const std::shared_ptr<const Authorization>& b) {
   if (!a || !b) return !a && !b;
   return a->lists() == b->lists();

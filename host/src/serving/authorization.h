@@ -29,6 +29,13 @@ class Authorization {
   std::optional<std::string> Check(const PeerCredentials& peer, std::string_view method,
                                    const MethodHandler& handler) const;
 
+  // Whether any of the four lists holds `peer` (its uid, or its primary or a supplementary gid).
+  bool Names(const PeerCredentials& peer) const;
+
+  // Empty when `peer` may use the endpoint's own services (grpc.health.v1.Health and server reflection, named by
+  // `service`): when it may call at least one method of the group, that is when any of the four lists holds it.
+  std::optional<std::string> CheckHostService(const PeerCredentials& peer, std::string_view service) const;
+
   const AccessLists& lists() const { return lists_; }
 
  private:

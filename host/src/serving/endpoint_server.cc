@@ -1,13 +1,20 @@
 // See endpoint_server.h.
 #include "serving/endpoint_server.h"
 
-#include <grpcpp/health_check_service_interface.h>
+#include <grpc/grpc.h>
 #include <grpcpp/server_builder.h>
+
+#include <thread>
 
 namespace csi_proxy::host {
 
-EndpointServer::EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding)
-    : path_(std::move(path)), router_(std::move(binding), &peers_), reflection_([this] { return router_.binding(); }) {}
+EndpointServer::EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding,
+                               std::shared_ptr<StreamAccounts> streams)
+    : path_(std::move(path)),
+      gate_(std::move(streams)),
+      router_(std::move(binding), &gate_),
+      reflection_(&gate_, [this] { return router_.binding(); }),
+      health_(&gate_, [this] { return router_.binding(); }) {}
 
 EndpointServer::~EndpointServer() {
   CloseSocket();
@@ -17,11 +24,10 @@ EndpointServer::~EndpointServer() {
 Status EndpointServer::Start(const SocketAccess& access, int max_receive_bytes,
                              std::chrono::milliseconds idle_timeout) {
   CSI_PROXY_ASSIGN_OR_RETURN(socket_, ListeningSocket::Listen(path_, access));
-  // gRPC's own health service (per server, set by SetServing) and reflection; the router's registered methods
-  // (the endpoint's methods as of now) and its generic service, which gets every other path.
-  static std::once_flag health_enabled;
-  std::call_once(health_enabled, [] { grpc::EnableDefaultHealthCheckService(true); });
+  // The host's health service and reflection; the router's registered methods (the endpoint's methods as of
+  // now) and its generic service, which gets every other path. gRPC's own default health service stays off.
   grpc::ServerBuilder builder;
+  builder.RegisterService(health_.service());
   builder.RegisterService(reflection_.v1alpha());
   builder.RegisterService(reflection_.v1());
   builder.RegisterService(router_.methods());
@@ -30,6 +36,10 @@ Status EndpointServer::Start(const SocketAccess& access, int max_receive_bytes,
   // gRPC's idle filter sends GOAWAY to a connection without calls for this long; clients reconnect when needed.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              static_cast<int>(std::min<int64_t>(idle_timeout.count(), INT32_MAX)));
+  // Advertised in each connection's SETTINGS: a gRPC client queues its calls beyond it. gRPC enforces it only
+  // once the client acknowledged the SETTINGS; the gate refuses the streams of a client that never does.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(gate_.accounts().limits().per_connection));
   server_ = builder.BuildAndStart();
   if (!server_) return Internal("cannot start the gRPC server for " + path_);
   std::lock_guard lock(health_mu_);
@@ -50,22 +60,17 @@ void EndpointServer::SetServing(bool serving) {
 }
 
 void EndpointServer::PublishHealth() {
-  grpc::HealthCheckServiceInterface* health = server_ ? server_->GetHealthCheckService() : nullptr;
-  if (health == nullptr) return;
-  // Watchers hear of changes only. A service a reload took away stays known, as NOT_SERVING.
+  // A service a reload took away stays known, as NOT_SERVING.
   std::map<std::string, bool> next;
-  for (const auto& [name, serving] : health_) next[name] = false;
+  for (const auto& [name, serving] : told_) next[name] = false;
   next[""] = serving_;
   for (const auto& name : router_.binding()->endpoint->services) next[name] = serving_;
-  for (const auto& [name, serving] : next) {
-    auto it = health_.find(name);
-    if (it == health_.end() || it->second != serving) health->SetServingStatus(name, serving);
-  }
-  health_ = std::move(next);
+  health_.Set(next);
+  told_ = std::move(next);
 }
 
 void EndpointServer::Adopt(Connection conn, const PeerCredentials& peer) {
-  peers_.Set(GrpcPeerName(conn), peer);
+  gate_.peers().Set(GrpcPeerName(conn), gate_.accounts().Connect(peer));
   AdoptConnection(*server_, conn);
 }
 
@@ -78,7 +83,17 @@ void EndpointServer::Stop(std::chrono::system_clock::time_point deadline) {
     server = std::move(server_);
   }
   if (!server) return;
-  server->Shutdown(deadline);
+  // gRPC's shutdown sends GOAWAY and waits for the calls and for every connection to go away, which an idle
+  // client may take its time to do: it runs beside the wait for the calls in flight, after which whatever is
+  // left (idle connections, streams still waiting for their request) is cancelled and closed.
+  gate_.Stop();
+  health_.EndWatches();
+  std::thread shutdown([&] { server->Shutdown(deadline); });
+  auto left = deadline - std::chrono::system_clock::now();
+  gate_.WaitForCalls(std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
+  grpc_server_cancel_all_calls(server->c_server());
+  shutdown.join();
   server->Wait();
 }
 

@@ -1,4 +1,5 @@
-// One endpoint: its socket file, the credentials of its connections' peers, its router and its gRPC server.
+// One endpoint: its socket file, its connections (who connected, their streams), its router, health and reflection
+// services, and its gRPC server.
 #pragma once
 
 #include <grpcpp/server.h>
@@ -12,21 +13,24 @@
 
 #include "serving/connection.h"
 #include "serving/endpoint_socket.h"
-#include "serving/peer_table.h"
+#include "serving/health_service.h"
 #include "serving/reflection_service.h"
 #include "serving/router.h"
+#include "serving/stream_gate.h"
 
 namespace csi_proxy::host {
 
 class EndpointServer {
  public:
-  EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding);
+  // `streams` counts the streams of every endpoint of the host.
+  EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding,
+                 std::shared_ptr<StreamAccounts> streams);
   ~EndpointServer();
   EndpointServer(const EndpointServer&) = delete;
   EndpointServer& operator=(const EndpointServer&) = delete;
 
   // Creates the socket (refusing one another process serves) and starts the gRPC server, which closes a
-  // connection that has had no call for `idle_timeout`.
+  // connection that has had no call for `idle_timeout` and advertises the streams a connection may open.
   Status Start(const SocketAccess& access, int max_receive_bytes, std::chrono::milliseconds idle_timeout);
 
   // Hands an accepted connection to gRPC, which owns it from here on.
@@ -43,7 +47,9 @@ class EndpointServer {
   // Closes the listening socket and removes its file, so clients see the endpoint go away. Open connections stay.
   void CloseSocket();
 
-  // Lets calls in flight finish until `deadline`, then cancels (answers) the rest and closes every connection.
+  // Takes no new call (new streams are refused and gRPC sends GOAWAY), ends the health watches, lets calls in
+  // flight finish until `deadline`, then cancels (answers) what is left and closes every connection at once: as
+  // soon as no call is in flight, it waits for no idle connection.
   void Stop(std::chrono::system_clock::time_point deadline);
 
   // The listening socket, while it is open (null before Start and after CloseSocket).
@@ -52,12 +58,13 @@ class EndpointServer {
 
  private:
   std::string path_;
-  PeerTable peers_;
+  StreamGate gate_;
   Router router_;
   ReflectionService reflection_;
+  HealthService health_;
   std::mutex health_mu_;
-  bool serving_ = true;                 // guarded by health_mu_
-  std::map<std::string, bool> health_;  // what each service was told (serving); guarded by health_mu_
+  bool serving_ = true;               // guarded by health_mu_
+  std::map<std::string, bool> told_;  // what each service was told (serving); guarded by health_mu_
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ListeningSocket> socket_;
 

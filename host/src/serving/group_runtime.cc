@@ -3,8 +3,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
+#include "abi/library_scope.h"
+
 namespace csi_proxy::host {
 namespace {
+
+std::atomic<int> abandoned_loads{0};    // loads given up that have not returned
+std::atomic<bool> left_running{false};  // an instance stopped with a handler still running
 
 GroupExecutor::Limits LimitsOf(const GroupConfig& group, const HostConfig& host) {
   GroupExecutor::Limits limits;
@@ -49,6 +56,53 @@ StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& gr
   runtime->endpoints_ = mine.endpoints();
   runtime->plugin_ = std::move(plugin);
   return runtime;
+}
+
+bool GroupRuntime::LibraryCodeMayRun() { return abandoned_loads.load() > 0 || left_running.load(); }
+
+StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::LoadWithin(const GroupConfig& group, const HostConfig& host,
+                                                                 const EndpointRegistry& others,
+                                                                 std::chrono::steady_clock::time_point deadline,
+                                                                 const std::atomic<bool>& stop) {
+  // Shared with the loading thread, which may outlive this call; it gets copies of what it reads.
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable done_cv;
+    bool done = false;                                                        // guarded by mu
+    bool abandoned = false;                                                   // guarded by mu
+    StatusOr<std::shared_ptr<GroupRuntime>> result = Internal("not loaded");  // guarded by mu
+  };
+  auto load = std::make_shared<Pending>();
+  std::thread([load, group, host, others] {
+    auto result = GroupRuntime::Load(group, host, others);
+    std::unique_lock lock(load->mu);
+    if (load->abandoned) {
+      lock.unlock();
+      if (result.ok()) {
+        spdlog::warn("group '{}' ({}): its init returned after the load was given up; shutting it down", group.name,
+                     group.library);
+        (*result)->Stop(std::chrono::steady_clock::now());  // an instance made too late is shut down and unloaded
+      }
+      abandoned_loads.fetch_sub(1);
+      return;
+    }
+    load->result = std::move(result);
+    load->done = true;
+    load->done_cv.notify_all();
+  }).detach();
+  std::unique_lock lock(load->mu);
+  while (!load->done && !stop.load() && std::chrono::steady_clock::now() < deadline) {
+    load->done_cv.wait_until(lock,
+                             std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+  }
+  if (load->done) return std::move(load->result);
+  load->abandoned = true;
+  abandoned_loads.fetch_add(1);
+  const std::string what = "group '" + group.name + "' (" + group.library + "): ";
+  if (stop.load()) return Unavailable(what + "the host is stopping; the load was given up");
+  return Status(Code::kDeadlineExceeded, what + "loading and init did not finish within load_timeout_seconds (" +
+                                             std::to_string(host.load_timeout.count()) +
+                                             " s); the library stays loaded until the host exits");
 }
 
 bool GroupRuntime::Track(const CallHandle& call) {
@@ -111,6 +165,7 @@ void GroupRuntime::RunHandler(const MethodHandler& handler, csi_proxy_host_call&
                          "the call was cancelled or its deadline passed before it started", {});
   }
   std::string_view request = call.request();
+  LibraryScope scope(call.info().group.c_str(), call.info().method.c_str());
   handler.fn(handler.plugin_method_ctx, &call, reinterpret_cast<const uint8_t*>(request.data()), request.size());
 }
 
@@ -159,6 +214,7 @@ std::vector<std::string> GroupRuntime::StopAndUnload(std::chrono::steady_clock::
   }
   // Something may still execute in the library: it must stay mapped, and its shutdown must not run under it.
   (void)plugin_.release();
+  left_running.store(true);
   return running;
 }
 

@@ -26,6 +26,17 @@ class GroupRuntime final : public CallDispatcher {
   // Loads and initialises `group`; its endpoints must not clash with those in `others`.
   static StatusOr<std::shared_ptr<GroupRuntime>> Load(const GroupConfig& group, const HostConfig& host,
                                                       const EndpointRegistry& others);
+  // Load, on a thread of its own, waited for until `deadline` or until `stop` turns true. A load that has not
+  // finished by then is refused (DEADLINE_EXCEEDED, or UNAVAILABLE on stop) and left to finish on its own: an
+  // instance it makes later is shut down and unloaded there. While such a load runs, LibraryCodeMayRun() says so.
+  static StatusOr<std::shared_ptr<GroupRuntime>> LoadWithin(const GroupConfig& group, const HostConfig& host,
+                                                            const EndpointRegistry& others,
+                                                            std::chrono::steady_clock::time_point deadline,
+                                                            const std::atomic<bool>& stop);
+  // Whether code of a library may still run on a thread the host no longer waits for: a load given up that has
+  // not returned, or a handler still running past a drain's or a stop's deadline (its library stays loaded). The
+  // process must then exit without its static destructors (std::_Exit), which would run under that code.
+  static bool LibraryCodeMayRun();
   ~GroupRuntime() override;
 
   const std::string& name() const { return name_; }  // the [groups.<name>] table
@@ -33,10 +44,10 @@ class GroupRuntime final : public CallDispatcher {
   // What the instance was loaded from: the configuration it was given and the library file's identity. A reload
   // replaces the instance when this changes.
   const std::string& fingerprint() const { return fingerprint_; }
-  bool required() const { return required_; }
+  bool required() const { return required_.load(std::memory_order_relaxed); }
   // The largest request the group accepts ([groups.<name>] max_request_bytes).
   size_t max_request_bytes() const { return max_request_bytes_; }
-  void set_required(bool required) { required_ = required; }
+  void set_required(bool required) { required_.store(required, std::memory_order_relaxed); }
 
   // Endpoint name -> its methods.
   const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
@@ -91,7 +102,7 @@ class GroupRuntime final : public CallDispatcher {
 
   const std::string name_;
   const std::string fingerprint_;
-  bool required_;
+  std::atomic<bool> required_;
   const size_t max_request_bytes_;
   std::unique_ptr<LoadedPlugin> plugin_;
   std::map<std::string, Endpoint> endpoints_;

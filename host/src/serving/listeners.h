@@ -22,6 +22,11 @@ struct ConnectionLimits {
   size_t max_total = 4096;
   size_t max_per_uid = 1024;
   size_t max_per_endpoint = 1024;
+  // Connections of callers that no group's authorization lists name, all of them together: a small share of
+  // max_total, so that callers nobody listed cannot lock out those the lists name.
+  size_t max_unlisted = 512;
+  // Whether the lists name `peer`; unset: every caller counts as named. Called on the accept loop's thread.
+  std::function<bool(const PeerCredentials&)> listed;
   // A new connection is handed on only once the 24-byte HTTP/2 client preface has arrived; one that has not sent
   // it within this time (gRPC sets no deadline on a socket it adopts) is closed. Zero hands connections on at once.
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};

@@ -101,10 +101,12 @@ class AcceptLoop::Impl {
     ino_t inode;
     int64_t uid;
     int listen_fd;
+    bool unlisted;  // counted in unlisted_
   };
   std::map<int, Counted> connections_;
   std::map<int64_t, size_t> per_uid_;
   std::map<int, size_t> per_endpoint_;  // by listening socket
+  size_t unlisted_ = 0;                 // connections of callers no authorization list names
   struct Held {
     int listen_fd;
     uint64_t listener_id;
@@ -236,9 +238,14 @@ bool AcceptLoop::Impl::Admit(int conn, int listen_fd, const PeerCredentials& pee
   if (fstat(conn, &st) != 0) return false;
   // The fd number of a connection gRPC closed may come back: forget what it was.
   Forget(conn);
+  const bool unlisted = limits_.listed && !limits_.listed(peer);
   auto why = [&]() -> std::string {
     if (connections_.size() >= limits_.max_total) {
       return "the host holds its maximum of " + std::to_string(limits_.max_total) + " connections";
+    }
+    if (unlisted && unlisted_ >= limits_.max_unlisted) {
+      return "callers in no authorization list (uid " + std::to_string(peer.uid) + ") hold their maximum of " +
+             std::to_string(limits_.max_unlisted) + " connections";
     }
     if (per_uid_[peer.uid] >= limits_.max_per_uid) {
       return "uid " + std::to_string(peer.uid) + " holds its maximum of " + std::to_string(limits_.max_per_uid) +
@@ -254,9 +261,10 @@ bool AcceptLoop::Impl::Admit(int conn, int listen_fd, const PeerCredentials& pee
     refused_.Add("refused", reason);
     return false;
   }
-  connections_[conn] = {st.st_ino, peer.uid, listen_fd};
+  connections_[conn] = {st.st_ino, peer.uid, listen_fd, unlisted};
   ++per_uid_[peer.uid];
   ++per_endpoint_[listen_fd];
+  if (unlisted) ++unlisted_;
   return true;
 }
 
@@ -265,6 +273,7 @@ void AcceptLoop::Impl::Forget(int conn) {
   if (it == connections_.end()) return;
   --per_uid_[it->second.uid];
   --per_endpoint_[it->second.listen_fd];
+  if (it->second.unlisted) --unlisted_;
   connections_.erase(it);
 }
 
@@ -353,6 +362,7 @@ void AcceptLoop::Impl::Reconcile() {
     }
     --per_uid_[it->second.uid];
     --per_endpoint_[it->second.listen_fd];
+    if (it->second.unlisted) --unlisted_;
     it = connections_.erase(it);
   }
 }

@@ -1,26 +1,28 @@
-// The credentials of each connection's peer on one endpoint, recorded when the connection is accepted and read by
-// the router for every call (gRPC tells a call only the connection it came on).
+// The connections of one endpoint, by the name gRPC gives their calls' peer: who connected (recorded when the
+// connection is accepted) and its streams. The router, health and reflection read it for every stream (gRPC tells
+// a stream only the connection it came on).
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
-#include "abi/peer_credentials.h"
+#include "serving/stream_limits.h"
 
 namespace csi_proxy::host {
 
-// Peer credentials of the connections of one endpoint, by the name gRPC gives their calls' peer (GrpcPeerName:
-// "fd:<n>" on Linux). A name that comes back (a new connection got a closed one's fd) takes the new credentials.
+// By GrpcPeerName ("fd:<n>" on Linux). A name that comes back (a new connection got a closed one's fd) takes the
+// new connection.
 class PeerTable {
  public:
-  void Set(const std::string& grpc_peer, PeerCredentials creds);
-  // The credentials recorded for `grpc_peer`; unknown ones (uid -1) when none are.
-  PeerCredentials Get(const std::string& grpc_peer) const;
+  void Set(const std::string& grpc_peer, std::shared_ptr<PeerConnection> conn);
+  // The connection recorded for `grpc_peer`; one with unknown credentials (uid -1) when none is.
+  std::shared_ptr<PeerConnection> Get(const std::string& grpc_peer) const;
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<std::string, PeerCredentials> by_peer_;
+  std::unordered_map<std::string, std::shared_ptr<PeerConnection>> by_peer_;
 };
 
 }  // namespace csi_proxy::host

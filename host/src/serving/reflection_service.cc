@@ -125,24 +125,57 @@ void Answer(const ReflectionService::Index& index, const Request& req, Response&
 
 // One ServerReflectionInfo stream: an answer per request, until the client closes its side.
 template <typename Request, typename Response>
-class InfoReactor final : public grpc::ServerBidiReactor<Request, Response> {
+class InfoReactor final : public grpc::ServerBidiReactor<Request, Response>, private AwaitingRequest {
  public:
-  explicit InfoReactor(ReflectionService* service) : service_(service) { this->StartRead(&request_); }
+  InfoReactor(grpc::CallbackServerContext* ctx, ReflectionService* service) : service_(service) {
+    StreamGate& gate = service_->gate();
+    conn_ = gate.ConnectionOf(*ctx);
+    if (auto refused = gate.Open(*conn_, StreamAccounts::Kind::kCall, ticket_)) {
+      FinishNow(grpc::Status(refused->code, refused->message));
+      return;
+    }
+    auto binding = service_->binding();
+    if (binding->authorization) {
+      if (auto refused = binding->authorization->CheckHostService(conn_->creds, "server reflection")) {
+        LogRefusal(conn_->creds, *refused);
+        FinishNow(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, *refused));
+        return;
+      }
+    }
+    Read();
+  }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return this->Finish(grpc::Status::OK);
+    if (!service_->gate().accounts().Arrived(*this)) return;
+    if (!ok) return FinishNow(grpc::Status::OK);
     response_.Clear();
     Answer(*service_->Current(), request_, response_);
     this->StartWrite(&response_);
   }
   void OnWriteDone(bool ok) override {
-    if (!ok) return this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the answer could not be written"));
-    this->StartRead(&request_);
+    if (!ok) return FinishNow(grpc::Status(grpc::StatusCode::CANCELLED, "the answer could not be written"));
+    Read();
   }
   void OnDone() override { delete this; }
 
  private:
+  void Read() {
+    service_->gate().accounts().Await(*this);
+    this->StartRead(&request_);
+  }
+  void RequestTimedOut() override {
+    FinishNow(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                           "no reflection request arrived within " +
+                               std::to_string(service_->gate().accounts().limits().request_timeout.count()) + " ms"));
+  }
+  void FinishNow(grpc::Status status) {
+    ticket_.Release();
+    this->Finish(std::move(status));
+  }
+
   ReflectionService* service_;
+  std::shared_ptr<PeerConnection> conn_;  // its ticket counts on it
+  StreamAccounts::Ticket ticket_;
   Request request_;
   Response response_;
 };
@@ -152,8 +185,8 @@ template <typename Service, typename Request, typename Response>
 class Versioned final : public Service::CallbackService {
  public:
   explicit Versioned(ReflectionService* s) : s_(s) {}
-  grpc::ServerBidiReactor<Request, Response>* ServerReflectionInfo(grpc::CallbackServerContext*) override {
-    return new InfoReactor<Request, Response>(s_);
+  grpc::ServerBidiReactor<Request, Response>* ServerReflectionInfo(grpc::CallbackServerContext* ctx) override {
+    return new InfoReactor<Request, Response>(ctx, s_);
   }
 
  private:
@@ -172,8 +205,8 @@ struct ReflectionService::Services {
       v1;
 };
 
-ReflectionService::ReflectionService(std::function<std::shared_ptr<const EndpointBinding>()> binding)
-    : binding_(std::move(binding)), services_(std::make_unique<Services>(this)) {}
+ReflectionService::ReflectionService(StreamGate* gate, std::function<std::shared_ptr<const EndpointBinding>()> binding)
+    : gate_(gate), binding_(std::move(binding)), services_(std::make_unique<Services>(this)) {}
 
 ReflectionService::~ReflectionService() = default;
 

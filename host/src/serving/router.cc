@@ -11,10 +11,12 @@
 #include <mutex>
 #include <optional>
 
-#include "serving/peer_table.h"
+#include "serving/inline_read_handler.h"
+#include "serving/stream_gate.h"
 
 // The registered methods below stand on gRPC's internal API as the code gRPC generates for raw callback methods
-// uses it (grpc::internal::RpcServiceMethod, grpc::internal::CallbackUnaryHandler, Service::MarkMethodRawCallback).
+// uses it (grpc::internal::RpcServiceMethod, Service::MarkMethodRawCallback), with the handler of
+// inline_read_handler.h.
 // It is not a stable API, so it is pinned to the gRPC it was written and measured against: another gRPC fails the
 // build here until the methods are checked against its generated code and RouterTest.TheRegisteredMethodsServe-
 // OnTheirOwn (tests/host/serving/router_test.cc) passes with it.
@@ -33,105 +35,156 @@ grpc::Status ToGrpc(csi_proxy_status_code code, std::string_view message) {
   return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(message));
 }
 
+grpc::ByteBuffer ResponseBytes(std::string_view response) {
+  grpc::Slice slice(response.data(), response.size());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
 // What the host answers itself when it refuses a call before its handler.
 struct EarlyAnswer {
   csi_proxy_status_code code;
   std::string message;
 };
 
-// One call, whichever service carried it: admits it, dispatches it and answers it once (the handler's answer, or
-// the host's when the call is cancelled, past its deadline or cannot start). The frontends below read the request
-// and write the answer the way their gRPC API wants.
-class Call : public CallAnswerSink {
- protected:
-  Call(grpc::ServerContextBase* ctx, const std::string& method, const Router* router)
-      : ctx_(ctx), method_(method), router_(router) {}
-
-  // The request has been read: look the method up, tell the observers, check the call and hand it over.
-  void Begin(const grpc::ByteBuffer& request) {
-    started_ = std::chrono::steady_clock::now();
+// One call, whichever service carried it: one gRPC stream that carries one request and one answer. It is taken
+// in at its HEADERS frame (admitted or answered at once), reads its request, dispatches it and answers once: the
+// handler's answer, or the host's when the call is refused, cancelled, past its deadline, its request never came
+// whole, or it cannot start. `Request` is RequestBytes for a registered method (inline_read_handler.h), and
+// grpc::ByteBuffer for one of the generic service.
+template <typename Request>
+class Call final : public grpc::ServerBidiReactor<Request, grpc::ByteBuffer>,
+                   public CallAnswerSink,
+                   private AwaitingRequest {
+ public:
+  Call(grpc::CallbackServerContext* ctx, const std::string& method, const Router* router)
+      : ctx_(ctx), method_(method), router_(router), conn_(router->gate().ConnectionOf(*ctx)) {
     binding_ = router_->binding();
-    peer_ = router_->peers().Get(ctx_->peer());
     const Endpoint& endpoint = *binding_->endpoint;
     auto it = endpoint.methods.find(method_);
     handler_ = it == endpoint.methods.end() ? nullptr : &it->second;
     for (const auto& o : binding_->observers) o->OnStarted(endpoint, method_, handler_);
-    if (std::optional<EarlyAnswer> refused = Admit(endpoint, request)) {
-      return Answer(refused->code, refused->message, {});
+    if (std::optional<EarlyAnswer> refused = Admit(endpoint)) {
+      Answer(refused->code, refused->message, {});
+      return;
     }
-    Dispatch(endpoint, request);
+    router_->gate().accounts().Await(*this);
+    this->StartRead(&request_);
   }
 
-  // The client cancelled, the deadline passed, or the server is shutting down: answer now, whatever the handler
-  // is doing.
-  void Cancelled() {
+  void OnReadDone(bool ok) override {
+    // At its request timeout the reaper took the call and answers it: nothing more to do here.
+    if (!router_->gate().accounts().Arrived(*this)) return;
+    if (!ok) {
+      // The stream ended (HEADERS with END_STREAM and no message, a hang-up, a reset) before a whole message.
+      return Answer(CSI_PROXY_STATUS_INVALID_ARGUMENT, "the call carried no request message", {});
+    }
+    if (ctx_->IsCancelled()) {
+      return Answer(CancelCode(), "the call was cancelled before " + method_ + " started", {});
+    }
+    router_->gate().CallStarted();
+    in_flight_ = true;
+    Begin();
+    request_ = Request();
+  }
+
+  void OnCancel() override {
     CallHandle call;
     {
       std::lock_guard lock(mu_);
       cancelled_ = true;
       call = call_;
     }
+    // A call still waiting for its request is answered when its read ends, which the cancellation makes happen.
     if (call) call->Abandon(CancelCode(), CancelMessage());
   }
 
-  // gRPC is done with the call: nothing may be answered through this object any more.
-  void Done() {
+  void OnDone() override {
     if (call_) call_->DetachSink();
+    // Counted until here, where the answer has been written: a stop that closes the connections once no call is in
+    // flight must not cut an answer off on its way.
+    if (in_flight_) router_->gate().CallAnswered();
+    delete this;
   }
+  // OnDone never blocks (it takes this call's own mutex at most), so gRPC may run it on the thread that finished
+  // the call rather than hand it to its executor thread.
+  bool InternalInlineable() override { return true; }
 
-  // Writes the answer to the client; called once.
-  virtual void Send(csi_proxy_status_code code, std::string_view message, std::string_view response) = 0;
-
- public:
   // CallAnswerSink: called once, by whoever answers first.
   void Answer(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
     if (finished_.exchange(true)) return;
-    if (binding_ && !binding_->observers.empty()) {
+    if (!binding_->observers.empty()) {
       const csi_proxy_host_call* call = answered_call_.load(std::memory_order_acquire);
       const CallEvent event{*binding_->endpoint,
                             method_,
                             handler_,
-                            peer_,
+                            conn_->creds,
                             call != nullptr ? std::string_view(call->request()) : std::string_view(),
                             code,
                             code == CSI_PROXY_STATUS_OK ? std::string_view() : message,
                             std::chrono::steady_clock::now() - started_};
       for (const auto& o : binding_->observers) o->OnFinished(event);
     }
-    Send(code, code == CSI_PROXY_STATUS_OK ? std::string_view() : BoundedMessage(message), response);
+    // Given back before the answer goes out: a client that opens its next stream on seeing it finds the place.
+    ticket_.Release();
+    if (code == CSI_PROXY_STATUS_OK) {
+      response_ = ResponseBytes(response);
+      return this->StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    this->Finish(ToGrpc(code, BoundedMessage(message)));
   }
 
  private:
-  // The host's checks of a call, after the method lookup and before the library sees it: the answer that refuses
-  // the call, or nullopt when it may run. Every check that answers without the library belongs here.
-  std::optional<EarlyAnswer> Admit(const Endpoint& endpoint, const grpc::ByteBuffer& request) const {
+  // AwaitingRequest: the request did not arrive within the timeout.
+  void RequestTimedOut() override {
+    auto timeout = router_->gate().accounts().limits().request_timeout;
+    Answer(CSI_PROXY_STATUS_DEADLINE_EXCEEDED,
+           "the request of " + method_ + " did not arrive within " + std::to_string(timeout.count()) +
+               " ms of the call's start",
+           {});
+  }
+
+  // The host's checks of a call at its HEADERS frame, before its request is read: the answer that refuses the
+  // call, or nullopt when it may go on. Every check that answers without the library belongs here or in Begin.
+  std::optional<EarlyAnswer> Admit(const Endpoint& endpoint) {
+    if (auto refused = router_->gate().Open(*conn_, StreamAccounts::Kind::kCall, ticket_)) {
+      return EarlyAnswer{static_cast<csi_proxy_status_code>(refused->code), std::move(refused->message)};
+    }
     if (handler_ == nullptr) {
       return EarlyAnswer{CSI_PROXY_STATUS_UNIMPLEMENTED, "unknown method " + method_ + " on endpoint " + endpoint.name};
     }
     if (binding_->authorization) {
-      if (auto refused = binding_->authorization->Check(peer_, method_, *handler_)) {
-        LogRefusal(peer_, *refused);
+      if (auto refused = binding_->authorization->Check(conn_->creds, method_, *handler_)) {
+        LogRefusal(conn_->creds, *refused);
         return EarlyAnswer{CSI_PROXY_STATUS_PERMISSION_DENIED, *refused};
       }
     }
-    if (size_t size = request.Length(); size > binding_->max_request_bytes) {
-      return EarlyAnswer{CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
-                         "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
-                             "' accepts at most " + std::to_string(binding_->max_request_bytes)};
+    return std::nullopt;
+  }
+
+  // The request has been read whole: check its size, ask the observers (a strict audit log refuses a call whose
+  // line it could not keep) and hand it over.
+  void Begin() {
+    started_ = std::chrono::steady_clock::now();
+    const Endpoint& endpoint = *binding_->endpoint;
+    if (size_t size = BytesOf(request_).Length(); size > binding_->max_request_bytes) {
+      return Answer(CSI_PROXY_STATUS_RESOURCE_EXHAUSTED,
+                    "the request is " + std::to_string(size) + " bytes; group '" + endpoint.group +
+                        "' accepts at most " + std::to_string(binding_->max_request_bytes),
+                    {});
     }
     for (const auto& o : binding_->observers) {
-      if (auto refused = o->Refuses(endpoint, *handler_)) return EarlyAnswer{CSI_PROXY_STATUS_UNAVAILABLE, *refused};
+      if (auto refused = o->Refuses(endpoint, *handler_)) return Answer(CSI_PROXY_STATUS_UNAVAILABLE, *refused, {});
     }
-    return std::nullopt;
+    Dispatch(endpoint);
   }
 
   // Hands the admitted call to the group instance, which runs its handler inline or on one of its workers. The
   // request goes as one slice: gRPC's own when the message arrived in one piece (the usual case for a small
   // message), so that it is shared with the call rather than copied.
-  void Dispatch(const Endpoint& endpoint, const grpc::ByteBuffer& request) {
+  void Dispatch(const Endpoint& endpoint) {
     grpc::Slice slice;
-    if (!request.DumpToSingleSlice(&slice).ok()) slice = grpc::Slice();
-    CallInfo info{endpoint.group, method_, peer_, ctx_->deadline()};
+    if (!BytesOf(request_).DumpToSingleSlice(&slice).ok()) slice = grpc::Slice();
+    CallInfo info{endpoint.group, method_, conn_->creds, ctx_->deadline()};
     auto call = std::make_shared<csi_proxy_host_call>(std::move(info), std::move(slice), this);
     answered_call_.store(call.get(), std::memory_order_release);
     {
@@ -165,86 +218,23 @@ class Call : public CallAnswerSink {
            " was in progress";
   }
 
-  grpc::ServerContextBase* ctx_;
+  grpc::CallbackServerContext* ctx_;
   const std::string& method_;  // the full method path; owned by the context or the registered method
   const Router* router_;
-  // Set in Begin, before anything can answer the call except a failed read.
-  std::shared_ptr<const EndpointBinding> binding_;
+  const std::shared_ptr<PeerConnection> conn_;         // who connected (SO_PEERCRED and SO_PEERGROUPS on Linux)
+  std::shared_ptr<const EndpointBinding> binding_;     // the binding of the call's HEADERS
   const MethodHandler* handler_ = nullptr;             // owned by binding_'s endpoint; null when the method is unknown
   std::shared_ptr<const EndpointBinding> redirected_;  // the newer binding that took the call, if one did
-  PeerCredentials peer_;                               // the connection's, from SO_PEERCRED and SO_PEERGROUPS
-  std::chrono::steady_clock::time_point started_;
+  StreamAccounts::Ticket ticket_;                      // the call's place in the stream budget
+  bool in_flight_ = false;                             // counted by the gate as a call in flight
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  Request request_;
+  grpc::ByteBuffer response_;
   std::atomic<const csi_proxy_host_call*> answered_call_{nullptr};  // kept alive by call_ (or the caller of Answer)
   std::atomic<bool> finished_{false};
   std::mutex mu_;
   bool cancelled_ = false;  // guarded by mu_
   CallHandle call_;         // guarded by mu_; set once
-};
-
-grpc::ByteBuffer ResponseBytes(std::string_view response) {
-  grpc::Slice slice(response.data(), response.size());
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-// A call of a registered method: gRPC has read the request with the call, and the answer finishes it.
-class UnaryCall final : public grpc::ServerUnaryReactor, public Call {
- public:
-  UnaryCall(grpc::CallbackServerContext* ctx, const std::string& method, const Router* router,
-            grpc::ByteBuffer* response)
-      : Call(ctx, method, router), response_(response) {}
-
-  using Call::Begin;
-  void OnCancel() override { Cancelled(); }
-  void OnDone() override {
-    Done();
-    delete this;
-  }
-  // OnDone and OnCancel never block (they take this call's own mutex at most), so gRPC may run them on the thread
-  // that finished the call rather than hand them to its executor thread, as it does for a generated method's
-  // default reactor.
-  bool InternalInlineable() override { return true; }
-
- private:
-  void Send(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
-    if (code == CSI_PROXY_STATUS_OK) {
-      *response_ = ResponseBytes(response);
-      return Finish(grpc::Status::OK);
-    }
-    Finish(ToGrpc(code, message));
-  }
-
-  grpc::ByteBuffer* response_;  // owned by gRPC until the call is done
-};
-
-// A call that came through the generic service: one bidi stream that carries one request and one answer.
-class StreamCall final : public grpc::ServerGenericBidiReactor, public Call {
- public:
-  StreamCall(grpc::GenericCallbackServerContext* ctx, const Router* router) : Call(ctx, ctx->method(), router) {
-    StartRead(&request_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return Answer(CSI_PROXY_STATUS_INVALID_ARGUMENT, "the call carried no request message", {});
-    Begin(request_);
-    request_.Clear();
-  }
-  void OnCancel() override { Cancelled(); }
-  void OnDone() override {
-    Done();
-    delete this;
-  }
-
- private:
-  void Send(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
-    if (code == CSI_PROXY_STATUS_OK) {
-      response_ = ResponseBytes(response);
-      return StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
-    }
-    Finish(ToGrpc(code, message));
-  }
-
-  grpc::ByteBuffer request_;
-  grpc::ByteBuffer response_;
 };
 
 }  // namespace
@@ -253,17 +243,16 @@ class Router::Methods final : public grpc::Service {
  public:
   Methods(const Endpoint& endpoint, const Router* router) {
     for (const auto& [path, handler] : endpoint.methods) {
-      if (path.starts_with("/grpc.")) continue;  // gRPC's health and reflection services have those
+      if (path.starts_with("/grpc.")) continue;  // the host's health and reflection services have those
       const std::string& method = *paths_.emplace_back(std::make_unique<std::string>(path));
-      AddMethod(new grpc::internal::RpcServiceMethod(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
+      // A bidirectional stream for gRPC (a unary call on the wire): gRPC hands it over at once instead of
+      // reading the request first, and the call reads it itself.
+      AddMethod(
+          new grpc::internal::RpcServiceMethod(method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
       MarkMethodRawCallback(static_cast<int>(paths_.size() - 1),
-                            new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-                                [&method, router](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                                  grpc::ByteBuffer* response) {
-                                  auto* call = new UnaryCall(ctx, method, router, response);
-                                  call->Begin(*request);
-                                  return call;
-                                }));
+                            new InlineReadHandler([&method, router](grpc::CallbackServerContext* ctx) {
+                              return new Call<RequestBytes>(ctx, method, router);
+                            }));
     }
   }
 
@@ -275,16 +264,16 @@ class Router::Generic final : public grpc::CallbackGenericService {
  public:
   explicit Generic(const Router* router) : router_(router) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
-    return new StreamCall(ctx, router_);
+    return new Call<grpc::ByteBuffer>(ctx, ctx->method(), router_);
   }
 
  private:
   const Router* router_;
 };
 
-Router::Router(std::shared_ptr<const EndpointBinding> binding, const PeerTable* peers)
+Router::Router(std::shared_ptr<const EndpointBinding> binding, StreamGate* gate)
     : binding_(binding),
-      peers_(peers),
+      gate_(gate),
       methods_(std::make_unique<Methods>(*binding->endpoint, this)),
       generic_(std::make_unique<Generic>(this)) {}
 

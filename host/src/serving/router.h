@@ -1,6 +1,6 @@
-// The byte-level router of one endpoint: a generic gRPC service that reads a call's request, finds the method's
-// handler by its path, hands the call to a dispatcher and writes whatever answers it. It does I/O only; where and
-// when a handler runs is the dispatcher's business.
+// The byte-level router of one endpoint: gRPC services that take a call from its first HEADERS frame, find the
+// method's handler by its path, check the caller, read the request, hand the call to a dispatcher and write
+// whatever answers it. It does I/O only; where and when a handler runs is the dispatcher's business.
 #pragma once
 
 #include <grpcpp/generic/async_generic_service.h>
@@ -20,7 +20,7 @@
 
 namespace csi_proxy::host {
 
-class PeerTable;
+class StreamGate;
 
 // Runs a call's handler. An error status (RESOURCE_EXHAUSTED, UNAVAILABLE) means the call could not start; the
 // router then answers it with that status.
@@ -36,7 +36,7 @@ struct CallEvent {
   std::string_view method;       // the full method path, /<service>/<method>
   const MethodHandler* handler;  // null when the endpoint has no such method
   const PeerCredentials& peer;
-  std::string_view request;    // the request bytes; empty when the call was refused before they were kept
+  std::string_view request;    // the request bytes; empty when the call was refused before they were read
   csi_proxy_status_code code;  // the answer's status
   std::string_view message;    // its status message (empty on success)
   std::chrono::steady_clock::duration elapsed;  // from the request read to the answer
@@ -47,7 +47,7 @@ struct CallEvent {
 class CallObserver {
  public:
   virtual ~CallObserver() = default;
-  // The request was read and the method looked up (handler null when unknown).
+  // A call arrived (its HEADERS frame) and the method was looked up (handler null when unknown).
   virtual void OnStarted(const Endpoint& endpoint, std::string_view method, const MethodHandler* handler) = 0;
   // The host admitted the call (a known method, an allowed caller, a request within bounds) and is about to hand
   // it to its group: a reason to refuse it instead (answered UNAVAILABLE: nothing ran, a retry may pass), or
@@ -73,16 +73,19 @@ struct EndpointBinding {
 };
 
 // Carries an endpoint's calls to its binding. Two gRPC services feed it:
-// - registered methods: every method path the binding has when the server is built, each a unary method taking
-//   and giving raw bytes, as a generated service does with raw callback methods. gRPC reads the request in the
-//   same batch as the call and finishes the call on the thread that answered it.
+// - registered methods: every method path the binding has when the server is built, each registered as a stream
+//   of raw bytes, so that gRPC hands the call over at its HEADERS frame rather than holding it, out of the host's
+//   sight, until a request arrives;
 // - a generic service for every other path: methods a reload added after the server was built, and unknown ones
-//   (answered UNIMPLEMENTED). Slower by one read batch and one hand-off to gRPC's executor per call.
+//   (answered UNIMPLEMENTED).
 // Both look the method up in the binding of the moment, so a reload that removes a method unimplements it on both.
+// A call is taken in at its HEADERS frame: it passes the endpoint's gate (the stream budget), the method lookup
+// and the caller's check before its request is read; its request must then arrive whole within the request
+// timeout, and a call whose request did not arrive whole, or whose client went away first, never reaches a handler.
 class Router final {
  public:
-  // `peers` must outlive the gRPC server these services are registered with.
-  Router(std::shared_ptr<const EndpointBinding> binding, const PeerTable* peers);
+  // `gate` must outlive the gRPC server these services are registered with.
+  Router(std::shared_ptr<const EndpointBinding> binding, StreamGate* gate);
   ~Router();
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
@@ -95,14 +98,14 @@ class Router final {
   grpc::Service* methods();
   grpc::CallbackGenericService* generic();
 
-  const PeerTable& peers() const { return *peers_; }
+  StreamGate& gate() const { return *gate_; }
 
  private:
   class Methods;
   class Generic;
 
   std::atomic<std::shared_ptr<const EndpointBinding>> binding_;
-  const PeerTable* peers_;
+  StreamGate* gate_;
   std::unique_ptr<Methods> methods_;
   std::unique_ptr<Generic> generic_;
 };

@@ -44,7 +44,12 @@
  * Group names: the group a library answers names its endpoints (csi-proxy-<group>-<version>) and must be 1 to
  * CSI_PROXY_GROUP_NAME_MAX lowercase ASCII letters and digits, starting with a letter (e.g. "disk", "smb",
  * "widget2"). The host refuses a library that answers any other name. It is the same syntax as the name of a
- * [groups.<name>] table in the host configuration.
+ * [groups.<name>] table in the host configuration, and it must be that table's name: the host refuses a library
+ * that answers another group than the table it is configured under, so that no library claims another group's
+ * name and endpoints.
+ *
+ * Sizes: a service has at most CSI_PROXY_MAX_METHODS_PER_SERVICE methods and a library registers at most
+ * CSI_PROXY_MAX_SERVICES_PER_LIBRARY services (every version counts); register_service refuses more.
  *
  * ABI history (a new version only appends fields and functions; every CSI_PROXY_*_V1_SIZE stays as it is):
  *   version 1: first version. Since added without a new version, because they only write down what version 1
@@ -70,8 +75,11 @@
  *     state during a check).
  *   - The [host] table of csi_proxy_host_api.config_toml holds exactly these keys: kubelet_path (a string),
  *     working_dirs (an array of strings), state_dir (a string) and group_name (the name of the [groups.<name>]
- *     table that configured the library, which may differ from the group name the library answers). A library
- *     must not fail on a key it does not know there: a later host may add keys.
+ *     table that configured the library; a host that refuses a library answering another group, as hosts since
+ *     the "Group names" rule do, serves it only when this is the library's own group name). A library must not
+ *     fail on a key it does not know there: a later host may add keys.
+ *   - The group-name rule above (the table's name), and the sizes (CSI_PROXY_MAX_METHODS_PER_SERVICE,
+ *     CSI_PROXY_MAX_SERVICES_PER_LIBRARY): every library of the API groups already kept within them.
  */
 #ifndef CSI_PROXY_PLUGIN_ABI_H
 #define CSI_PROXY_PLUGIN_ABI_H
@@ -92,6 +100,12 @@ extern "C" {
 
 /* The longest group name (see "Group names" above), not counting the NUL. */
 #define CSI_PROXY_GROUP_NAME_MAX 32
+
+/* The most methods one service may have, and the most services one library may register (see "Sizes" above).
+ * The API's largest service has about twenty methods; a library declaring hundreds of thousands would take
+ * minutes to serve. */
+#define CSI_PROXY_MAX_METHODS_PER_SERVICE 256
+#define CSI_PROXY_MAX_SERVICES_PER_LIBRARY 64
 
 /* The size of a struct up to and including `field`: a struct's version-1 minimum is this for its last
  * version-1 field (the CSI_PROXY_*_V1_SIZE constants below). */

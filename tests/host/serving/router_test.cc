@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "grpc_client.h"
-#include "serving/peer_table.h"
+#include "serving/stream_gate.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -82,7 +82,7 @@ class RouterTest : public ::testing::Test {
 
   // Serves the router's registered methods and, unless `registered_only`, its generic service.
   void Serve(std::shared_ptr<const EndpointBinding> binding, bool registered_only = false) {
-    router_ = std::make_unique<Router>(std::move(binding), &peers_);
+    router_ = std::make_unique<Router>(std::move(binding), &gate_);
     grpc::ServerBuilder builder;
     builder.RegisterService(router_->methods());
     if (!registered_only) builder.RegisterCallbackGenericService(router_->generic());
@@ -101,7 +101,8 @@ class RouterTest : public ::testing::Test {
   }
 
   std::shared_ptr<RecordingObserver> observer_ = std::make_shared<RecordingObserver>();
-  PeerTable peers_;  // the in-process channel has no fd: every call has unknown credentials (uid -1)
+  // The in-process channel has no fd: every call has unknown credentials (uid -1).
+  StreamGate gate_{std::make_shared<StreamAccounts>(StreamLimits{})};
   std::unique_ptr<Router> router_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -102,7 +102,8 @@ TEST(Smbios, TruncatedDataIsRefusedNotReadPastItsEnd) {
     EXPECT_EQ(serial.status().code(), Code::kInvalidArgument) << "cut at " << cut;
   }
   std::vector<uint8_t> raw = WithRawHeader(table);
-  raw.resize(raw.size() - 1);  // the header says one byte more than there is
+  ASSERT_FALSE(raw.empty());
+  raw.pop_back();  // the header says one byte more than there is
   EXPECT_EQ(SystemSerialFromRawSmbios(raw).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(SystemSerialFromRawSmbios(std::vector<uint8_t>{0, 2, 8}).status().code(), Code::kInvalidArgument);
 }

@@ -140,9 +140,11 @@ bool PipeExists(const std::string& name) {
 }
 
 WindowsHost::WindowsHost(std::string groups_toml, std::string host_keys) {
-  CreateDirectoryW(Widen(dir() + "\\kubelet").c_str(), nullptr);
-  std::string keys =
-      "kubelet_path = " + TomlPath(dir() + "\\kubelet") + "\n" + "state_dir = " + TomlPath(dir() + "\\state") + "\n";
+  std::string keys = "state_dir = " + TomlPath(dir() + "\\state") + "\n";
+  if (host_keys.find("kubelet_path") == std::string::npos) {
+    CreateDirectoryW(Widen(dir() + "\\kubelet").c_str(), nullptr);
+    keys += "kubelet_path = " + TomlPath(dir() + "\\kubelet") + "\n";
+  }
   if (host_keys.find("audit_log") == std::string::npos) keys += "audit_log = " + TomlPath(audit_path()) + "\n";
   if (host_keys.find("shutdown_timeout_seconds") == std::string::npos) keys += "shutdown_timeout_seconds = 10\n";
   WriteFile(config_path(), "[host]\n" + keys + host_keys + "\n" + groups_toml);

@@ -46,8 +46,8 @@ ProgramRun RunProgram(const std::string& program, const std::vector<std::string>
 class WindowsHost {
  public:
   // `groups_toml` are the [groups.<name>] tables; `host_keys` more lines of [host]. The [host] table also names
-  // the directory's kubelet\ and state\ and, unless host_keys set them, an audit log (audit.log) and a short
-  // shutdown_timeout_seconds.
+  // the directory's state\ and, unless host_keys set them, its kubelet\ as kubelet_path, an audit log (audit.log)
+  // and a short shutdown_timeout_seconds.
   explicit WindowsHost(std::string groups_toml, std::string host_keys = "");
   ~WindowsHost();  // Kill()
   WindowsHost(const WindowsHost&) = delete;
