@@ -77,6 +77,7 @@ class AdminServer::Service final : public admin::Admin::CallbackService {
       s->set_refused(g.usage.executor.refused);
       s->set_state(g.state);
       s->set_required(g.required);
+      s->set_privileges(g.privileges);
     }
     out->set_endpoint_dir(runtime_.endpoint_dir());
     return Answer(ctx, grpc::Status::OK);

@@ -68,6 +68,7 @@ struct GroupState {
   bool required = false;
   std::string state;                           // GroupRuntime::StateName: serving, reloading, draining, stopped
   std::vector<std::string> read_only_methods;  // full method paths the library marked read-only, sorted
+  std::string privileges;                      // what its runner may do (GroupRuntime::privileges), or empty
 };
 
 class HostRuntime {

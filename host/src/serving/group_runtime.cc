@@ -31,6 +31,8 @@ std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig
   auto limits = LimitsOf(group, host);
   fp += "\n" + std::to_string(limits.workers) + "/" + std::to_string(limits.max_queued) + "/" +
         std::to_string(group.max_request_bytes) + "\n";
+  // A runner confines itself once, at its start: other privileges need another runner.
+  fp += DescribePrivileges(group.privileges) + "\n";
   return fp + GroupConfigToml(group, host);
 }
 
@@ -39,6 +41,7 @@ GroupRuntime::GroupRuntime(const GroupConfig& group, const HostConfig& host, std
       fingerprint_(std::move(fingerprint)),
       required_(group.required),
       max_request_bytes_(static_cast<size_t>(group.max_request_bytes)),
+      privileges_(group.privilege_key.empty() ? std::string() : DescribePrivileges(group.privileges)),
       executor_(group.name, LimitsOf(group, host)) {}
 
 GroupRuntime::~GroupRuntime() { Stop(std::chrono::steady_clock::now()); }

@@ -48,6 +48,9 @@ class GroupRuntime final : public CallDispatcher {
   // The largest request the group accepts ([groups.<name>] max_request_bytes).
   size_t max_request_bytes() const { return max_request_bytes_; }
   void set_required(bool required) { required_.store(required, std::memory_order_relaxed); }
+  // What the group's runner may do (DescribePrivileges), for the admin's status; empty for a group whose table
+  // confines nothing (RefuseUnappliedPrivileges keeps the privilege keys to groups in a runner of their own).
+  const std::string& privileges() const { return privileges_; }
 
   // Endpoint name -> its methods.
   const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
@@ -104,6 +107,7 @@ class GroupRuntime final : public CallDispatcher {
   const std::string fingerprint_;
   std::atomic<bool> required_;
   const size_t max_request_bytes_;
+  const std::string privileges_;
   std::unique_ptr<LoadedPlugin> plugin_;
   std::map<std::string, Endpoint> endpoints_;
   GroupExecutor executor_;
