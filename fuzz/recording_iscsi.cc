@@ -9,7 +9,7 @@ namespace {
 
 class RecordingIscsiBackend : public IscsiBackend {
  public:
-  std::vector<Portal> ListPortals() override {
+  StatusOr<std::vector<Portal>> ListPortals() override {
     std::lock_guard lock(mutex_);
     return portals_;
   }
@@ -45,5 +45,9 @@ class RecordingIscsiBackend : public IscsiBackend {
 StatusOr<std::unique_ptr<IscsiBackend>> MakeIscsiBackend(const IscsiBackendOptions&) {
   return std::unique_ptr<IscsiBackend>(std::make_unique<RecordingIscsiBackend>());
 }
+
+std::vector<std::string_view> KeysOfTheOtherSystem() { return {}; }
+
+std::string DescribeBackend(const IscsiBackendOptions&) { return "portals and sessions in memory (fuzzing)"; }
 
 }  // namespace csi_proxy::iscsi

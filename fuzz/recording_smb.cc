@@ -46,4 +46,8 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions&, c
 
 Status CheckSmbSupport(bool) { return Status::Ok(); }
 
+std::vector<std::string_view> KeysOfTheOtherSystem() { return {}; }
+
+std::string WhereMappingsAre(const SmbBackendOptions&) { return "mappings in memory (fuzzing)"; }
+
 }  // namespace csi_proxy::smb

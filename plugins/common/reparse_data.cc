@@ -12,6 +12,9 @@ constexpr size_t kSymlinkPathBuffer = kHeaderSize + 12;
 constexpr size_t kMountPointPathBuffer = kHeaderSize + 8;
 constexpr uint32_t kSymlinkFlagRelative = 1;  // SYMLINK_FLAG_RELATIVE
 constexpr std::u16string_view kNtPrefix = u"\\??\\";
+// A UNC path ("\\server\share\x") in NT form: "\??\UNC\server\share\x".
+constexpr std::u16string_view kUncPrefix = u"\\\\";
+constexpr std::u16string_view kNtUncPrefix = u"\\??\\UNC\\";
 
 uint32_t Read16(std::span<const uint8_t> d, size_t at) { return d[at] | (d[at + 1] << 8); }
 uint32_t Read32(std::span<const uint8_t> d, size_t at) { return Read16(d, at) | (Read16(d, at + 2) << 16); }
@@ -76,13 +79,19 @@ std::optional<ReparsePoint> ParseReparsePoint(std::span<const uint8_t> data) {
   } else {
     point.kind = ReparsePoint::Kind::kJunction;
   }
-  if (!point.relative && StartsWithIgnoringCase(target, kNtPrefix)) target.erase(0, kNtPrefix.size());
+  if (!point.relative && StartsWithIgnoringCase(target, kNtUncPrefix)) {
+    target.replace(0, kNtUncPrefix.size(), kUncPrefix);
+  } else if (!point.relative && StartsWithIgnoringCase(target, kNtPrefix)) {
+    target.erase(0, kNtPrefix.size());
+  }
   point.target = std::move(target);
   return point;
 }
 
 std::vector<uint8_t> AbsoluteSymlinkData(std::u16string_view target) {
-  const std::u16string substitute = std::u16string(kNtPrefix) + std::u16string(target);
+  const std::u16string substitute = target.substr(0, kUncPrefix.size()) == kUncPrefix
+                                        ? std::u16string(kNtUncPrefix) + std::u16string(target.substr(2))
+                                        : std::u16string(kNtPrefix) + std::u16string(target);
   const size_t substitute_bytes = substitute.size() * 2, print_bytes = target.size() * 2;
   std::vector<uint8_t> data(kSymlinkPathBuffer + substitute_bytes + print_bytes, 0);
   Write16(data, 0, kReparseTagSymlink & 0xFFFF);

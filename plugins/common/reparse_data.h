@@ -26,7 +26,8 @@ struct ReparsePoint {
   Kind kind = Kind::kOther;
   uint32_t tag = 0;
   // kSymlink and kJunction: the substitute name as a path: "C:\x" for an absolute one (without the "\??\" prefix
-  // Windows stores), or the relative text. kVolumeMountPoint: the volume's name, "\\?\Volume{GUID}\".
+  // Windows stores), "\\server\share\x" for one to a UNC path ("\??\UNC\server\share\x"), or the relative text.
+  // kVolumeMountPoint: the volume's name, "\\?\Volume{GUID}\".
   std::u16string target;
   bool relative = false;  // a symlink whose target is relative to the directory holding it
 
@@ -37,8 +38,8 @@ struct ReparsePoint {
 // Parses FSCTL_GET_REPARSE_POINT's output; nullopt when it is malformed (too short, names out of bounds).
 std::optional<ReparsePoint> ParseReparsePoint(std::span<const uint8_t> data);
 
-// The data of a symlink to an absolute path ("C:\x"), as CreateSymbolicLink writes it: substitute name
-// "\??\C:\x", print name "C:\x", flags 0.
+// The data of a symlink to an absolute path ("C:\x") or a UNC path ("\\server\share\x"), as CreateSymbolicLink
+// writes it: substitute name "\??\C:\x" or "\??\UNC\server\share\x", print name the path as given, flags 0.
 std::vector<uint8_t> AbsoluteSymlinkData(std::u16string_view target);
 
 }  // namespace csi_proxy::common

@@ -1,4 +1,4 @@
-// Records under state_dir shared between group libraries; see state_records_linux.h.
+// The Linux side of the state records; see state_records_linux.h.
 #include "state_records_linux.h"
 
 #include <dirent.h>
@@ -10,68 +10,16 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <string_view>
 
 #include "errno_linux.h"
 #include "read_file_linux.h"
+#include "unique_fd_linux.h"
 
 namespace csi_proxy::common {
 namespace {
-
-constexpr size_t kMaxRecordBytes = 64 * 1024;
-constexpr const char* kRecordPrefix = "r-";
-constexpr const char* kLockPrefix = ".lock-";
-
-std::string Escape(std::string_view value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '%') {
-      out += "%25";
-    } else if (c == '\n') {
-      out += "%0A";
-    } else if (c == '\r') {
-      out += "%0D";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-std::string Unescape(std::string_view value) {
-  std::string out;
-  for (size_t i = 0; i < value.size(); ++i) {
-    std::string_view code = value.substr(i, 3);
-    if (code == "%25" || code == "%0A" || code == "%0D") {
-      out.push_back(code == "%25" ? '%' : code == "%0A" ? '\n' : '\r');
-      i += 2;
-    } else {
-      out.push_back(value[i]);
-    }
-  }
-  return out;
-}
-
-RecordFields Parse(std::string_view text) {
-  RecordFields fields;
-  while (!text.empty()) {
-    auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    auto eq = line.find('=');
-    if (eq == std::string_view::npos || eq == 0) continue;
-    fields[std::string(line.substr(0, eq))] = Unescape(line.substr(eq + 1));
-  }
-  return fields;
-}
-
-std::string Format(const RecordFields& fields) {
-  std::string text = "key=" + Escape(fields.at("key")) + "\n";
-  for (const auto& [name, value] : fields) {
-    if (name != "key") text += name + "=" + Escape(value) + "\n";
-  }
-  return text;
-}
 
 // A record file of this directory, read without following links; nullopt when missing.
 StatusOr<std::optional<RecordFields>> ReadRecord(int dir_fd, const std::string& name, const std::string& dir) {
@@ -81,22 +29,28 @@ StatusOr<std::optional<RecordFields>> ReadRecord(int dir_fd, const std::string& 
     if (text.status().code() == Code::kNotFound) return std::optional<RecordFields>();
     return Internal("cannot read the record " + dir + "/" + name + ": " + text.status().message());
   }
-  return std::optional<RecordFields>(Parse(*text));
+  return std::optional<RecordFields>(ParseRecord(*text));
+}
+
+// The directory `dir`, opened; an invalid descriptor (not an error) when it does not exist and `create` is false.
+StatusOr<UniqueFd> OpenDir(const std::string& dir, bool create) {
+  if (dir.empty() || dir[0] != '/') return Internal("the records directory " + dir + " is not an absolute path");
+  if (create) CSI_PROXY_RETURN_IF_ERROR(MakeDirectories(dir, 0700));
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT && !create) return UniqueFd();
+    return Internal(ErrnoMessage("cannot open the records directory " + dir, errno));
+  }
+  // Records decide what the groups unmount and refuse: only a directory nobody else can write is believed.
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+    return PermissionDenied("the records directory " + dir +
+                            " must be owned by this process's user and writable only by it");
+  }
+  return fd;
 }
 
 }  // namespace
-
-std::string RecordFileName(std::string_view key) {
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a 64: stable across builds and runs, unlike std::hash
-  for (unsigned char c : key) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string text(16, '0');
-  for (int i = 15; i >= 0; --i, hash >>= 4) text[static_cast<size_t>(i)] = kHex[hash & 0xf];
-  return text;
-}
 
 Status MakeDirectories(const std::string& path, unsigned last_mode) {
   size_t pos = 1;
@@ -152,41 +106,24 @@ Status WriteFileAtomically(int dir_fd, const std::string& name, const std::strin
   return Status::Ok();
 }
 
-StatusOr<UniqueFd> StateRecords::OpenDir(bool create) const {
-  if (dir_.empty() || dir_[0] != '/') return Internal("the records directory " + dir_ + " is not an absolute path");
-  if (create) CSI_PROXY_RETURN_IF_ERROR(MakeDirectories(dir_, 0700));
-  UniqueFd fd(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT && !create) return UniqueFd();
-    return Internal(ErrnoMessage("cannot open the records directory " + dir_, errno));
-  }
-  // Records decide what the groups unmount and refuse: only a directory nobody else can write is believed.
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
-    return PermissionDenied("the records directory " + dir_ +
-                            " must be owned by this process's user and writable only by it");
-  }
-  return fd;
-}
-
 StatusOr<std::optional<RecordFields>> StateRecords::Get(std::string_view key) const {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(false));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(dir_, false));
   if (!dir.valid()) return std::optional<RecordFields>();
-  CSI_PROXY_ASSIGN_OR_RETURN(auto record, ReadRecord(dir.get(), kRecordPrefix + RecordFileName(key), dir_));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto record, ReadRecord(dir.get(), RecordFile(key), dir_));
   if (!record || record->count("key") == 0 || (*record)["key"] != key) return std::optional<RecordFields>();
   return record;
 }
 
 Status StateRecords::Put(std::string_view key, RecordFields fields) const {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(true));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(dir_, true));
   fields["key"] = std::string(key);
-  return WriteFileAtomically(dir.get(), kRecordPrefix + RecordFileName(key), Format(fields), 0600);
+  return WriteFileAtomically(dir.get(), RecordFile(key), FormatRecord(fields), 0600);
 }
 
 Status StateRecords::Remove(std::string_view key) const {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(false));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(dir_, false));
   if (!dir.valid()) return Status::Ok();
-  const std::string name = kRecordPrefix + RecordFileName(key);
+  const std::string name = RecordFile(key);
   // Only the record of this very key goes (a colliding key's record stays).
   CSI_PROXY_ASSIGN_OR_RETURN(auto record, ReadRecord(dir.get(), name, dir_));
   if (!record || (*record)["key"] != key) return Status::Ok();
@@ -199,7 +136,7 @@ Status StateRecords::Remove(std::string_view key) const {
 
 StatusOr<std::vector<RecordFields>> StateRecords::List() const {
   std::vector<RecordFields> records;
-  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(false));
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(dir_, false));
   if (!dir.valid()) return records;
   int copy = fcntl(dir.get(), F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return Internal(ErrnoMessage("cannot list " + dir_, errno));
@@ -210,7 +147,8 @@ StatusOr<std::vector<RecordFields>> StateRecords::List() const {
   }
   std::vector<std::string> names;
   while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, kRecordPrefix, 2) == 0) names.emplace_back(e->d_name);
+    if (std::string_view(e->d_name).substr(0, kRecordFilePrefix.size()) == kRecordFilePrefix)
+      names.emplace_back(e->d_name);
   }
   closedir(d);
   for (const auto& name : names) {
@@ -221,14 +159,14 @@ StatusOr<std::vector<RecordFields>> StateRecords::List() const {
 }
 
 StatusOr<RecordLock> StateRecords::Lock(std::string_view name) const {
-  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(true));
-  const std::string file = kLockPrefix + RecordFileName(name);
+  CSI_PROXY_ASSIGN_OR_RETURN(auto dir, OpenDir(dir_, true));
+  const std::string file = LockFile(name);
   UniqueFd fd(openat(dir.get(), file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return Internal(ErrnoMessage("cannot open the lock " + dir_ + "/" + file, errno));
   while (flock(fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return Internal(ErrnoMessage("cannot lock " + dir_ + "/" + file, errno));
   }
-  return RecordLock(std::move(fd));
+  return RecordLock(std::make_shared<UniqueFd>(std::move(fd)));
 }
 
 }  // namespace csi_proxy::common

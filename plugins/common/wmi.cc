@@ -158,6 +158,57 @@ constexpr HresultInfo kHresults[] = {
     {0x80080005, Code::kUnavailable, "CO_E_SERVER_EXEC_FAILURE"},
     {0x80070057, Code::kInternal, "E_INVALIDARG"},
     {0x80004001, Code::kUnimplemented, "E_NOTIMPL"},
+    // Win32 errors the SMB client's provider (MSFT_SmbGlobalMapping) posts, as HRESULT_FROM_WIN32.
+    {0x80070002, Code::kNotFound, "ERROR_FILE_NOT_FOUND"},
+    {0x80070003, Code::kNotFound, "ERROR_PATH_NOT_FOUND"},
+    {0x80070035, Code::kUnavailable, "ERROR_BAD_NETPATH"},
+    {0x80070040, Code::kUnavailable, "ERROR_NETNAME_DELETED"},
+    {0x80070043, Code::kNotFound, "ERROR_BAD_NET_NAME"},
+    {0x80070055, Code::kAlreadyExists, "ERROR_ALREADY_ASSIGNED"},
+    {0x80070056, Code::kPermissionDenied, "ERROR_INVALID_PASSWORD"},
+    {0x80070079, Code::kDeadlineExceeded, "ERROR_SEM_TIMEOUT"},
+    {0x800704B2, Code::kAlreadyExists, "ERROR_DEVICE_ALREADY_REMEMBERED"},
+    {0x800704B3, Code::kUnavailable, "ERROR_NO_NET_OR_BAD_PATH"},
+    {0x800704C3, Code::kFailedPrecondition, "ERROR_SESSION_CREDENTIAL_CONFLICT"},
+    {0x800704C9, Code::kUnavailable, "ERROR_CONNECTION_REFUSED"},
+    {0x800704CF, Code::kUnavailable, "ERROR_NETWORK_UNREACHABLE"},
+    {0x800704D0, Code::kUnavailable, "ERROR_HOST_UNREACHABLE"},
+    {0x8007051F, Code::kUnavailable, "ERROR_NO_LOGON_SERVERS"},
+    {0x8007052E, Code::kPermissionDenied, "ERROR_LOGON_FAILURE"},
+    {0x80070532, Code::kPermissionDenied, "ERROR_PASSWORD_EXPIRED"},
+    {0x80070533, Code::kPermissionDenied, "ERROR_ACCOUNT_DISABLED"},
+    {0x80070775, Code::kPermissionDenied, "ERROR_ACCOUNT_LOCKED_OUT"},
+    {0x80070490, Code::kNotFound, "ERROR_NOT_FOUND"},
+    {0x800708CA, Code::kNotFound, "ERROR_NOT_CONNECTED"},
+    {0x80070961, Code::kFailedPrecondition, "ERROR_OPEN_FILES"},
+    {0x80070964, Code::kFailedPrecondition, "ERROR_DEVICE_IN_USE"},
+    // The iSCSI initiator's errors (iscsierr.h), which its provider (MSFT_iSCSI*) posts as they are.
+    {0xEFFF0001, Code::kInternal, "ISDSC_NON_SPECIFIC_ERROR"},
+    {0xEFFF0002, Code::kInternal, "ISDSC_LOGIN_FAILED"},
+    {0xEFFF0003, Code::kUnavailable, "ISDSC_CONNECTION_FAILED"},
+    {0xEFFF0009, Code::kPermissionDenied, "ISDSC_AUTHENTICATION_FAILURE"},
+    {0xEFFF000A, Code::kPermissionDenied, "ISDSC_AUTHORIZATION_FAILURE"},
+    {0xEFFF000B, Code::kNotFound, "ISDSC_NOT_FOUND"},
+    {0xEFFF000C, Code::kNotFound, "ISDSC_TARGET_REMOVED"},
+    {0xEFFF0013, Code::kUnavailable, "ISDSC_SERVICE_UNAVAILABLE"},
+    {0xEFFF0016, Code::kAlreadyExists, "ISDSC_SESSION_ALREADY_EXISTS"},
+    {0xEFFF001C, Code::kNotFound, "ISDSC_INVALID_SESSION_ID"},
+    {0xEFFF001F, Code::kUnavailable, "ISDSC_SESSION_BUSY"},
+    {0xEFFF0022, Code::kPermissionDenied, "ISDSC_LOGON_FAILED"},
+    {0xEFFF0023, Code::kUnavailable, "ISDSC_SEND_FAILED"},
+    {0xEFFF0024, Code::kUnavailable, "ISDSC_TRANSPORT_ERROR"},
+    {0xEFFF0029, Code::kNotFound, "ISDSC_TARGET_NOT_FOUND"},
+    {0xEFFF0032, Code::kAlreadyExists, "ISDSC_TARGET_PORTAL_ALREADY_EXISTS"},
+    {0xEFFF003E, Code::kFailedPrecondition, "ISDSC_SERVICE_NOT_RUNNING"},
+    {0xEFFF003F, Code::kAlreadyExists, "ISDSC_TARGET_ALREADY_LOGGED_IN"},
+    {0xEFFF0040, Code::kFailedPrecondition, "ISDSC_DEVICE_BUSY_ON_SESSION"},
+    {0xEFFF0043, Code::kNotFound, "ISDSC_PORTAL_NOT_FOUND"},
+    {0xEFFF004A, Code::kInvalidArgument, "ISDSC_INVALID_CHAP_SECRET"},
+    {0xEFFF004B, Code::kInvalidArgument, "ISDSC_INVALID_TARGET_CHAP_SECRET"},
+    {0xEFFF004C, Code::kInvalidArgument, "ISDSC_INVALID_INITIATOR_CHAP_SECRET"},
+    {0xEFFF004D, Code::kInvalidArgument, "ISDSC_INVALID_CHAP_USER_NAME"},
+    {0xEFFF0051, Code::kInvalidArgument, "ISDSC_INVALID_ISCSI_NAME"},
+    {0xEFFF005F, Code::kUnavailable, "ISDSC_DNS_NAME_UNRESOLVED"},
 };
 
 // The message an ExtendedStatus out-parameter carries: an embedded MSFT_StorageExtendedStatus (its Message),
@@ -254,6 +305,38 @@ StatusOr<std::string> ToWql(const Query& query) {
   return wql;
 }
 
+StatusOr<std::string> ToWql(const Object& source, const Associators& associators) {
+  for (const std::string* name : {&associators.association, &associators.result_class}) {
+    if (!IsIdentifier(*name)) return Internal("not a WMI class name: " + QuoteValue(*name));
+  }
+  for (const std::string* name : {&associators.role, &associators.result_role}) {
+    if (!name->empty() && !IsIdentifier(*name)) return Internal("not a WMI property name: " + QuoteValue(*name));
+  }
+  const std::string& path = source.path();
+  if (path.empty()) return Internal("the WMI " + source.class_name() + " object has no path to query associators of");
+  // Key values are quoted with backslash escapes; outside them a '}' would end the object path early.
+  bool quoted = false;
+  for (size_t i = 0; i < path.size(); ++i) {
+    const char c = path[i];
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Internal("the WMI object path " + QuoteValue(path) + " holds a control character");
+    }
+    if (quoted && c == '\\') {
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (!quoted && (c == '}' || c == '{')) {
+      return Internal("the WMI object path " + QuoteValue(path) + " holds a brace outside its key values");
+    }
+  }
+  if (quoted) return Internal("the WMI object path " + QuoteValue(path) + " ends inside a key value");
+  std::string wql = "ASSOCIATORS OF {" + path + "} WHERE AssocClass = " + associators.association +
+                    " ResultClass = " + associators.result_class;
+  if (!associators.role.empty()) wql += " Role = " + associators.role;
+  if (!associators.result_role.empty()) wql += " ResultRole = " + associators.result_role;
+  return wql;
+}
+
 std::string_view ReturnValueMeaning(uint32_t value) {
   if (value == 0) return "Success";
   for (const auto& info : kReturnValues) {
@@ -269,11 +352,17 @@ Status MethodStatus(const MethodResult& result, std::string_view class_name, std
   for (const auto& info : kReturnValues) {
     if (info.value == result.return_value) code = info.code;
   }
+  std::string_view meaning = ReturnValueMeaning(result.return_value);
+  // Some providers (the iSCSI initiator's) answer with an error code of theirs as the ReturnValue.
+  for (const auto& info : kHresults) {
+    if (meaning.empty() && info.hresult == result.return_value) {
+      code = info.code;
+      meaning = info.name;
+    }
+  }
   std::string message = what + ": " + std::string(class_name) + "." + std::string(method) + " returned " +
                         std::to_string(result.return_value);
-  if (std::string_view meaning = ReturnValueMeaning(result.return_value); !meaning.empty()) {
-    message += " (" + std::string(meaning) + ")";
-  }
+  if (!meaning.empty()) message += " (" + std::string(meaning) + ")";
   if (std::string extended = ExtendedStatusMessage(result.out); !extended.empty()) message += ": " + extended;
   return Status(code, std::move(message));
 }

@@ -101,6 +101,21 @@ struct Query {
 // NUL or a control character.
 StatusOr<std::string> ToWql(const Query& query);
 
+// ASSOCIATORS OF {<source's path>} WHERE AssocClass = <association> ResultClass = <result_class> [Role = <role>]
+// [ResultRole = <result_role>]: the instances an association class links to `source` (upstream's
+// SWbemObject.Associators_). Empty role and result_role are left out.
+struct Associators {
+  std::string association;
+  std::string result_class;
+  std::string role;         // the property of the association that refers to the source
+  std::string result_role;  // the property of the association that refers to the results
+};
+
+// The WQL text of an associators query. INTERNAL for names that are not identifiers, a source without a path, and a
+// path that could end the braces around it (a '}' outside its quoted key values) or holds control characters: paths
+// come from WMI, never from a request, so such a path is this code's mistake.
+StatusOr<std::string> ToWql(const Object& source, const Associators& associators);
+
 // A method's in-parameters, put in this order.
 using Arguments = std::vector<std::pair<std::string, Value>>;
 
@@ -120,6 +135,9 @@ class Session {
   // The instances of `query.class_name` that match. UNIMPLEMENTED naming the class and namespace when the
   // namespace has no such class (rather than the empty answer some WMI implementations give, Wine's among them).
   virtual StatusOr<std::vector<Object>> Execute(const Query& query) = 0;
+  // The instances `associators.association` links to `source` (queried whole, with their paths). UNIMPLEMENTED
+  // naming the class when the namespace lacks the association or the result class.
+  virtual StatusOr<std::vector<Object>> Associated(const Object& source, const Associators& associators) = 0;
   // Calls a method of an instance (target.path() names it) with in-parameters. A ReturnValue other than 0 is
   // not a failure here: MethodStatus says what it means for the class and method.
   virtual StatusOr<MethodResult> Call(const Object& target, std::string_view method, const Arguments& in) = 0;
@@ -135,7 +153,8 @@ using Connector = std::function<StatusOr<std::unique_ptr<Session>>(std::string_v
 // meaning calls for (the standard CIM values and the Storage Management API's common return codes: "in use" and
 // "the disk is offline" FAILED_PRECONDITION, "access denied" PERMISSION_DENIED, "object not found" NOT_FOUND, a
 // provider that cannot be reached UNAVAILABLE, ...), its message naming `what`, the class, the method, the
-// value and its meaning, and the ExtendedStatus message when the provider gave one.
+// value and its meaning, and the ExtendedStatus message when the provider gave one. A value that is an error code
+// HresultStatus knows (the iSCSI initiator answers with its ISDSC_* codes) means what it means there.
 Status MethodStatus(const MethodResult& result, std::string_view class_name, std::string_view method,
                     const std::string& what);
 
@@ -145,6 +164,9 @@ std::string_view ReturnValueMeaning(uint32_t value);
 // The status of a failed COM or WMI call: WBEM_E_NOT_FOUND NOT_FOUND; access denied PERMISSION_DENIED; a missing
 // namespace, class or method, or no WMI at all, UNIMPLEMENTED (the system lacks what was asked for); a provider
 // or service that cannot be reached UNAVAILABLE; timeouts DEADLINE_EXCEEDED; out of memory RESOURCE_EXHAUSTED;
+// the Win32 errors the SMB client posts and the iSCSI initiator's ISDSC_* codes by their documented meaning (a
+// wrong password or CHAP secret PERMISSION_DENIED, a missing share or target NOT_FOUND, an unreachable server
+// UNAVAILABLE, files open or a disk in use FAILED_PRECONDITION);
 // anything else (a malformed query or parameter: this code's mistake) INTERNAL. The message names `what`, the
 // HRESULT in hex and its WBEM_E_* name where it has one.
 Status HresultStatus(uint32_t hresult, const std::string& what);

@@ -79,8 +79,12 @@ std::wstring Wide(std::string_view ascii_or_utf8) {
   return wide.ok() ? *wide : std::wstring();
 }
 
+// A CIM string holds no NUL; Wine's __RELPATH comes in a BSTR longer than its text, padded with NULs, which would
+// otherwise end up in object paths.
 std::string Narrow(BSTR b) {
-  return b == nullptr ? std::string() : WideToUtf8(std::wstring_view(b, ::SysStringLen(b)));
+  if (b == nullptr) return std::string();
+  std::wstring_view text(b, ::SysStringLen(b));
+  return WideToUtf8(text.substr(0, text.find(L'\0')));
 }
 
 // COM for the calling thread while a session lives.
@@ -296,10 +300,42 @@ class ComSession final : public wmi::Session {
 
   StatusOr<std::vector<wmi::Object>> Execute(const wmi::Query& query) override {
     CSI_PROXY_ASSIGN_OR_RETURN(std::string wql, wmi::ToWql(query));
-    if (!IsKnownClass(query.class_name)) {
-      ComPtr<IWbemClassObject> definition;
-      CSI_PROXY_RETURN_IF_ERROR(ClassDefinition(query.class_name, definition));
+    CSI_PROXY_RETURN_IF_ERROR(RequireClass(query.class_name));
+    return Run(wql);
+  }
+
+  StatusOr<std::vector<wmi::Object>> Associated(const wmi::Object& source,
+                                                const wmi::Associators& associators) override {
+    CSI_PROXY_ASSIGN_OR_RETURN(std::string wql, wmi::ToWql(source, associators));
+    CSI_PROXY_RETURN_IF_ERROR(RequireClass(associators.association));
+    CSI_PROXY_RETURN_IF_ERROR(RequireClass(associators.result_class));
+    return Run(wql);
+  }
+
+  StatusOr<wmi::MethodResult> Call(const wmi::Object& target, std::string_view method,
+                                   const wmi::Arguments& in) override {
+    if (target.path().empty()) {
+      return Internal("the WMI " + target.class_name() +
+                      " object has no path (query it with all its properties to call its methods)");
     }
+    return Invoke(target.class_name(), target.path(), method, in);
+  }
+
+  StatusOr<wmi::MethodResult> CallStatic(std::string_view class_name, std::string_view method,
+                                         const wmi::Arguments& in) override {
+    return Invoke(std::string(class_name), std::string(class_name), method, in);
+  }
+
+ private:
+  // UNIMPLEMENTED when the namespace has no such class (where WMI itself would answer a query of it with nothing).
+  Status RequireClass(const std::string& class_name) {
+    if (IsKnownClass(class_name)) return Status::Ok();
+    ComPtr<IWbemClassObject> definition;
+    return ClassDefinition(class_name, definition);
+  }
+
+  // The objects a WQL query (a SELECT or an ASSOCIATORS OF) answers.
+  StatusOr<std::vector<wmi::Object>> Run(const std::string& wql) {
     ComPtr<IEnumWbemClassObject> results;
     Bstr language(L"WQL");
     Bstr text(Wide(wql));
@@ -322,21 +358,6 @@ class ComSession final : public wmi::Session {
     return objects;
   }
 
-  StatusOr<wmi::MethodResult> Call(const wmi::Object& target, std::string_view method,
-                                   const wmi::Arguments& in) override {
-    if (target.path().empty()) {
-      return Internal("the WMI " + target.class_name() +
-                      " object has no path (query it with all its properties to call its methods)");
-    }
-    return Invoke(target.class_name(), target.path(), method, in);
-  }
-
-  StatusOr<wmi::MethodResult> CallStatic(std::string_view class_name, std::string_view method,
-                                         const wmi::Arguments& in) override {
-    return Invoke(std::string(class_name), std::string(class_name), method, in);
-  }
-
- private:
   std::string ClassKey(const std::string& class_name) const { return AsciiLower(namespace_ + ":" + class_name); }
   bool IsKnownClass(const std::string& class_name) const {
     std::lock_guard<std::mutex> lock(known_classes_mutex);

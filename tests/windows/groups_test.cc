@@ -1,14 +1,17 @@
-// The filesystem, system, disk and volume groups on Windows, under Wine: one table of cases, each run two ways.
-// Through the SDK's fake host, the group's DLL (csi-proxy-<group>.dll) is called in process through the real C ABI;
-// through csi-proxy.exe, the same DLLs serve on the host's named pipes (\\.\pipe\csi-proxy-<group>-<version>) and
-// a gRPC client calls them through the project's pipe dialer, as a driver's Go client over go-winio does. The
+// The filesystem, system, disk, volume, smb and iscsi groups on Windows, under Wine: one table of cases, each run two
+// ways. Through the SDK's fake host, the group's DLL (csi-proxy-<group>.dll) is called in process through the real C
+// ABI; through csi-proxy.exe, the same DLLs serve on the host's named pipes (\\.\pipe\csi-proxy-<group>-<version>)
+// and a gRPC client calls them through the project's pipe dialer, as a driver's Go client over go-winio does. The
 // cases: every filesystem and system method of every version (filesystem v1, v1alpha1, v1beta1, v1beta2, v2alpha1;
 // system v1alpha1) with upstream's field numbers on the wire; the confinement rules (`..`, prefix and case tricks,
 // paths that are not drive paths, oversized and malformed requests) for every method; links the system follows by
 // itself inside the tree (Wine's host symlinks, planted by plant_links.sh before the run); the system group against
 // Wine's Service Control Manager and its SMBIOS table; the disk and volume groups against Wine's disk and volumes:
 // reads answer from Wine's devices, writes say what Wine lacks (the Storage Management API's WMI classes, volume
-// flushes) or refuse the node's own volumes, and change nothing. Every case with roots also checks that nothing
+// flushes) or refuse the node's own volumes, and change nothing; the smb and iscsi groups answer every method of
+// every version with what Wine lacks (the SMB client's WMI namespace, the iSCSI initiator's classes) after the
+// checks of the request, never with a success, with no password or CHAP secret in an answer, a log line or the
+// audit log; the filesystem group's release of an SMB link's mapping. Every case with roots also checks that nothing
 // outside them changed. Over the pipes only: parallel clients, each pipe serving its own version's methods, the
 // audit log of a filesystem call.
 //
@@ -22,6 +25,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -32,18 +36,25 @@
 
 #include "group_caller.h"
 #include "pipe_client_identity_windows.h"
+#include "smb_mapping_users.h"
 #include "v1/disk.pb.h"
 #include "v1/filesystem.pb.h"
+#include "v1/smb.pb.h"
 #include "v1/volume.pb.h"
 #include "v1alpha1/disk.pb.h"
 #include "v1alpha1/filesystem.pb.h"
+#include "v1alpha1/iscsi.pb.h"
+#include "v1alpha1/smb.pb.h"
 #include "v1alpha1/system.pb.h"
 #include "v1alpha1/volume.pb.h"
+#include "v1alpha2/iscsi.pb.h"
 #include "v1beta1/disk.pb.h"
 #include "v1beta1/filesystem.pb.h"
+#include "v1beta1/smb.pb.h"
 #include "v1beta1/volume.pb.h"
 #include "v1beta2/disk.pb.h"
 #include "v1beta2/filesystem.pb.h"
+#include "v1beta2/smb.pb.h"
 #include "v1beta2/volume.pb.h"
 #include "v1beta3/disk.pb.h"
 #include "v1beta3/volume.pb.h"
@@ -193,7 +204,13 @@ const std::vector<std::string> kEndpoints = {"csi-proxy-filesystem-v1",
                                              "csi-proxy-volume-v1beta3",
                                              "csi-proxy-volume-v1beta2",
                                              "csi-proxy-volume-v1beta1",
-                                             "csi-proxy-volume-v1alpha1"};
+                                             "csi-proxy-volume-v1alpha1",
+                                             "csi-proxy-smb-v1",
+                                             "csi-proxy-smb-v1beta2",
+                                             "csi-proxy-smb-v1beta1",
+                                             "csi-proxy-smb-v1alpha1",
+                                             "csi-proxy-iscsi-v1alpha2",
+                                             "csi-proxy-iscsi-v1alpha1"};
 
 // csi-proxy.exe serving every group for the whole run with the roots of Way::kCsiProxyExe: started by the first
 // case that calls through it, stopped as an admin stops it (Ctrl-C, exit code 0) after the last one, its
@@ -208,6 +225,8 @@ class CsiProxyExe : public ::testing::Environment {
       for (const auto& [group, library] : {std::pair{"filesystem", FILESYSTEM_LIBRARY},
                                            {"disk", DISK_LIBRARY},
                                            {"volume", VOLUME_LIBRARY},
+                                           {"smb", SMB_LIBRARY},
+                                           {"iscsi", ISCSI_LIBRARY},
                                            {"system", SYSTEM_LIBRARY}}) {
         tables += "[groups." + std::string(group) + "]\nlibrary = " + TomlPath(library) + "\nrequired = true\n";
       }
@@ -448,6 +467,30 @@ class GroupCase : public ::testing::TestWithParam<Way> {
     }
   }
 
+  // What the groups logged so far: the fake host's lines, or csi-proxy.exe's log (its own lines and its groups').
+  std::string Log() const {
+    if (fake_ == nullptr) return CsiProxyExe::Get()->log();
+    std::string lines;
+    for (const auto& line : fake_->log()) lines += line.message + "\n";
+    return lines;
+  }
+  // What records the calls: nothing in the fake host, csi-proxy.exe's audit log.
+  std::string AuditLog() const { return fake_ == nullptr ? ReadFile(CsiProxyExe::Get()->audit_path()) : ""; }
+  // The first line of `read()` that holds `needle`, or "" when none does within 10 s (csi-proxy.exe writes its log
+  // and its audit log on its own time).
+  static std::string LineWith(const std::function<std::string()>& read, const std::string& needle) {
+    for (auto deadline = std::chrono::steady_clock::now() + 10s;; std::this_thread::sleep_for(50ms)) {
+      std::istringstream text(read());
+      for (std::string line; std::getline(text, line);) {
+        if (line.find(needle) != std::string::npos) return line;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return "";
+    }
+  }
+  std::string LogLineWith(const std::string& needle) const {
+    return LineWith([this] { return Log(); }, needle);
+  }
+
   std::unique_ptr<FakeHost> fake_;
   std::unique_ptr<GroupCaller> caller_;
 };
@@ -465,6 +508,11 @@ class GroupWithRoots : public GroupCase {
   void TearDown() override {
     GroupCase::TearDown();
     EXPECT_EQ(roots_.Outside(), before_) << "something outside the allowed roots changed";
+  }
+
+  // Where the group keeps its records: the way's state\ in the fake host, csi-proxy.exe's state_dir.
+  std::string state_dir() const {
+    return GetParam() == Way::kFakeHost ? roots_.state() : CsiProxyExe::Get()->dir() + "\\state";
   }
 
   Roots roots_;
@@ -754,6 +802,33 @@ TEST_P(FilesystemGroup, MalformedAndEmptyRequestsAreInvalid) {
   EXPECT_EQ(v1.CreateSymlink(kubelet(), "").code, Code::kInvalidArgument);
   EXPECT_EQ(v1.CreateSymlink("", kubelet() + "\\l").code, Code::kInvalidArgument);
   EXPECT_TRUE(v1.PathExists(kubelet()).second) << "still served";
+}
+
+// A forced Rmdir of a path the SMB group recorded as a local_path link releases the mapping whose last link it was
+// (smb_mapping_users.h). Wine can make no link and has no SMB client's WMI: the record's link is gone, so the group
+// asks the SMB client to remove the mapping, and the log says that it could not; the Rmdir itself succeeds.
+TEST_P(FilesystemGroup, RmdirOfAStagedSmbLinkReleasesItsMappingThroughTheSmbClient) {
+  const std::string records = common::SmbMappingUsers::RecordsDir(state_dir());
+  struct RemovedAtTheEnd {
+    std::string dir;
+    ~RemovedAtTheEnd() {
+      RemoveContents(dir);
+      RemoveDirectoryW(host::Widen(dir).c_str());
+    }
+  } cleanup{records};
+  auto policy = common::PathPolicy::Create(kubelet(), roots_.working_dirs());
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  const std::string stage = kubelet() + "\\plugins\\smb\\pv-1";
+  ASSERT_TRUE(common::SmbMappingUsers(state_dir(), *policy)
+                  .AddLink(stage, "\\\\srv\\share\\pv-1\\", {"//srv/share", "\\\\srv\\share"})
+                  .ok());
+  EmptyDirectory(stage);
+  CallResult removed = Client<V1>(*caller_).Rmdir(kubelet() + "\\plugins\\smb", true);
+  ASSERT_TRUE(removed.ok()) << removed.Describe();
+  EXPECT_FALSE(Exists(stage));
+  const std::string warning = LogLineWith("could not release the SMB mappings its links used");
+  EXPECT_NE(warning.find("plugins\\\\smb"), std::string::npos) << Log();
+  EXPECT_NE(warning.find("ROOT\\Microsoft\\Windows\\SMB"), std::string::npos) << warning;
 }
 
 // ---- Links inside the tree that the system follows by itself (Wine's host symlinks, see plant_links.sh): every
@@ -1261,6 +1336,239 @@ TEST_P(VolumeGroup, WritesRefuseTheNodesVolumesOrSayWhatWineLacksAndChangeNothin
   EXPECT_TRUE(IsDirectory(staging()));
   unmount.set_target_path(roots_.outside());
   EXPECT_EQ(Call("/v1.Volume/UnmountVolume", unmount).code, Code::kPermissionDenied);
+}
+
+// ---- The smb group, both ways
+
+// Full of what a credential string, a query or a command line would trip over.
+constexpr char kSecret[] = "Pa55:w0rd;$(calc)'\"%0A";
+
+// One version's messages.
+#define CSI_PROXY_SMB_VERSION(Name, ns)                                        \
+  struct Name {                                                                \
+    static constexpr const char* kVersion = #ns;                               \
+    using NewSmbGlobalMappingRequest = ns::NewSmbGlobalMappingRequest;         \
+    using NewSmbGlobalMappingResponse = ns::NewSmbGlobalMappingResponse;       \
+    using RemoveSmbGlobalMappingRequest = ns::RemoveSmbGlobalMappingRequest;   \
+    using RemoveSmbGlobalMappingResponse = ns::RemoveSmbGlobalMappingResponse; \
+  };
+CSI_PROXY_SMB_VERSION(SmbV1, v1)
+CSI_PROXY_SMB_VERSION(SmbV1beta2, v1beta2)
+CSI_PROXY_SMB_VERSION(SmbV1beta1, v1beta1)
+CSI_PROXY_SMB_VERSION(SmbV1alpha1, v1alpha1)
+#undef CSI_PROXY_SMB_VERSION
+
+class SmbGroup : public GroupWithRoots {
+ protected:
+  void SetUp() override {
+    ConnectWithRoots(SMB_LIBRARY);
+    EmptyDirectory(kubelet() + "\\plugins");
+  }
+  std::string kubelet() const { return roots_.kubelet(); }
+
+  // NewSmbGlobalMapping and RemoveSmbGlobalMapping of one version: what Wine lacks, named; nothing made.
+  template <typename Api>
+  void MapAndRemoveSayWhatWineLacks() {
+    const std::string version = Api::kVersion, svc = "/" + version + ".Smb/";
+    const std::string stage = kubelet() + "\\plugins\\" + version;
+    typename Api::NewSmbGlobalMappingRequest map;
+    map.set_remote_path("\\\\srv\\share\\pv-1");
+    map.set_local_path(stage);
+    map.set_username("CONTOSO\\svc-csi");
+    map.set_password(kSecret);
+    auto mapped = caller_->Call(svc + "NewSmbGlobalMapping", map,
+                                static_cast<typename Api::NewSmbGlobalMappingResponse*>(nullptr));
+    EXPECT_EQ(mapped.code, Code::kUnimplemented) << version << ": " << mapped.Describe();
+    EXPECT_NE(mapped.message.find("no WMI namespace ROOT\\Microsoft\\Windows\\SMB"), std::string::npos)
+        << mapped.message;
+    EXPECT_EQ(mapped.message.find("Pa55"), std::string::npos) << mapped.message;
+    EXPECT_FALSE(Exists(stage)) << version << ": a local_path link to a mapping that was not made";
+    typename Api::RemoveSmbGlobalMappingRequest remove;
+    remove.set_remote_path("\\\\srv\\share");
+    auto removed = caller_->Call(svc + "RemoveSmbGlobalMapping", remove,
+                                 static_cast<typename Api::RemoveSmbGlobalMappingResponse*>(nullptr));
+    EXPECT_EQ(removed.code, Code::kUnimplemented) << version << ": " << removed.Describe();
+    EXPECT_NE(removed.message.find("ROOT\\Microsoft\\Windows\\SMB"), std::string::npos) << removed.message;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Ways, SmbGroup, ::testing::Values(Way::kFakeHost, Way::kCsiProxyExe), WayName);
+
+TEST_P(SmbGroup, EveryVersionSaysWineHasNoSmbClientWmiAndMakesNothing) {
+  MapAndRemoveSayWhatWineLacks<SmbV1>();
+  MapAndRemoveSayWhatWineLacks<SmbV1beta2>();
+  MapAndRemoveSayWhatWineLacks<SmbV1beta1>();
+  MapAndRemoveSayWhatWineLacks<SmbV1alpha1>();
+  // The group says at start what the system lacks.
+  EXPECT_NE(LogLineWith("NewSmbGlobalMapping will fail until that is fixed"), "") << Log();
+  // csi-proxy.exe records the mapping attempts with the password redacted.
+  if (GetParam() == Way::kCsiProxyExe) {
+    const std::string audited = LineWith([this] { return AuditLog(); }, "method=/v1alpha1.Smb/NewSmbGlobalMapping ");
+    EXPECT_NE(audited.find("(redacted)"), std::string::npos) << "the audit line: " << audited;
+  }
+  EXPECT_EQ(Log().find("Pa55"), std::string::npos) << "the password is in the log";
+  EXPECT_EQ(AuditLog().find("Pa55"), std::string::npos) << "the password is in the audit log";
+}
+
+TEST_P(SmbGroup, RequestsAreCheckedBeforeTheSystemIsAsked) {
+  v1::NewSmbGlobalMappingRequest map;
+  map.set_remote_path("\\\\srv\\share;calc");
+  auto call = [&] {
+    return caller_->Call("/v1.Smb/NewSmbGlobalMapping", map, static_cast<v1::NewSmbGlobalMappingResponse*>(nullptr));
+  };
+  EXPECT_EQ(call().code, Code::kInvalidArgument);
+  map.set_remote_path("\\\\srv\\share");
+  map.set_local_path(roots_.outside() + "\\stage");
+  EXPECT_EQ(call().code, Code::kPermissionDenied) << call().Describe();
+  map.set_local_path(kubelet() + "\\absent\\stage");
+  EXPECT_EQ(call().code, Code::kNotFound) << call().Describe();
+  EmptyDirectory(kubelet() + "\\plugins\\taken");
+  map.set_local_path(kubelet() + "\\plugins\\taken");
+  EXPECT_EQ(call().code, Code::kAlreadyExists) << call().Describe();
+  map.set_local_path("");
+  map.set_password(kSecret);  // a password without a user name
+  auto refused = call();
+  EXPECT_EQ(refused.code, Code::kInvalidArgument);
+  EXPECT_EQ(refused.message.find("Pa55"), std::string::npos) << refused.message;
+}
+
+// The DLL's own keys, read when the host starts it: through the fake host only.
+TEST(SmbDllKeys, KeysOfTheLinuxBackendAreRefused) {
+  for (const char* key : {"mount_helper = 'C:\\mount.exe'", "mount_root = 'C:\\smb'", "smb_version = '3.0'",
+                          "port = 1445", "mount_timeout_seconds = 5"}) {
+    FakeHost host;
+    ASSERT_TRUE(host.Load(SMB_LIBRARY).ok());
+    ASSERT_TRUE(host.Negotiate().ok());
+    auto status = host.Init(key);
+    EXPECT_FALSE(status.ok()) << key;
+    EXPECT_NE(status.message().find("has a meaning on Linux only"), std::string::npos) << status.message();
+  }
+  FakeHost host(FakeHostOptions{.kubelet_path = "C:\\var\\lib\\kubelet", .state_dir = "C:\\ProgramData\\csi-proxy"});
+  ASSERT_TRUE(host.Load(SMB_LIBRARY).ok());
+  ASSERT_TRUE(host.Negotiate().ok());
+  auto started = host.Init("require_privacy = false");
+  EXPECT_TRUE(started.ok()) << started.message();
+}
+
+// ---- The iscsi group, both ways
+
+#define CSI_PROXY_ISCSI_VERSION(Name, ns)                                  \
+  struct Name {                                                            \
+    static constexpr const char* kVersion = #ns;                           \
+    using AddTargetPortalRequest = ns::AddTargetPortalRequest;             \
+    using AddTargetPortalResponse = ns::AddTargetPortalResponse;           \
+    using ListTargetPortalsRequest = ns::ListTargetPortalsRequest;         \
+    using ListTargetPortalsResponse = ns::ListTargetPortalsResponse;       \
+    using DiscoverTargetPortalRequest = ns::DiscoverTargetPortalRequest;   \
+    using DiscoverTargetPortalResponse = ns::DiscoverTargetPortalResponse; \
+    using ConnectTargetRequest = ns::ConnectTargetRequest;                 \
+    using ConnectTargetResponse = ns::ConnectTargetResponse;               \
+    using GetTargetDisksRequest = ns::GetTargetDisksRequest;               \
+    using GetTargetDisksResponse = ns::GetTargetDisksResponse;             \
+    using DisconnectTargetRequest = ns::DisconnectTargetRequest;           \
+    using DisconnectTargetResponse = ns::DisconnectTargetResponse;         \
+    using RemoveTargetPortalRequest = ns::RemoveTargetPortalRequest;       \
+    using RemoveTargetPortalResponse = ns::RemoveTargetPortalResponse;     \
+    static constexpr auto kOneWayChap = ns::ONE_WAY_CHAP;                  \
+  };
+CSI_PROXY_ISCSI_VERSION(IscsiV1alpha2, v1alpha2)
+CSI_PROXY_ISCSI_VERSION(IscsiV1alpha1, v1alpha1)
+#undef CSI_PROXY_ISCSI_VERSION
+
+class IscsiGroup : public GroupCase {
+ protected:
+  void SetUp() override { Connect(ISCSI_LIBRARY, {}, ""); }
+
+  // Every method of one version: each names the initiator's class Wine lacks; none succeeds.
+  template <typename Api>
+  void EveryMethodSaysWhatWineLacks() {
+    const std::string version = Api::kVersion, svc = "/" + version + ".Iscsi/";
+    auto lacks = [&](const std::string& method, const CallResult& result) {
+      EXPECT_EQ(result.code, Code::kUnimplemented) << version << " " << method << ": " << result.Describe();
+      EXPECT_NE(result.message.find("no WMI class MSFT_iSCSI"), std::string::npos) << method << ": " << result.message;
+      EXPECT_NE(result.message.find("ROOT\\Microsoft\\Windows\\Storage"), std::string::npos) << result.message;
+      EXPECT_EQ(result.message.find("chap-"), std::string::npos) << result.message;
+    };
+    typename Api::AddTargetPortalRequest add;
+    add.mutable_target_portal()->set_target_address("192.0.2.10");
+    lacks("AddTargetPortal",
+          caller_->Call(svc + "AddTargetPortal", add, static_cast<typename Api::AddTargetPortalResponse*>(nullptr)));
+    typename Api::ListTargetPortalsResponse listed;
+    lacks("ListTargetPortals",
+          caller_->Call(svc + "ListTargetPortals", typename Api::ListTargetPortalsRequest(), &listed));
+    typename Api::DiscoverTargetPortalRequest discover;
+    discover.mutable_target_portal()->set_target_address("192.0.2.10");
+    typename Api::DiscoverTargetPortalResponse iqns;
+    lacks("DiscoverTargetPortal", caller_->Call(svc + "DiscoverTargetPortal", discover, &iqns));
+    typename Api::ConnectTargetRequest connect;
+    connect.mutable_target_portal()->set_target_address("192.0.2.10");
+    connect.set_iqn("iqn.2003-01.org.example:vol-1");
+    connect.set_auth_type(Api::kOneWayChap);
+    connect.set_chap_username("node");
+    connect.set_chap_secret("chap-secret-1234");
+    lacks("ConnectTarget",
+          caller_->Call(svc + "ConnectTarget", connect, static_cast<typename Api::ConnectTargetResponse*>(nullptr)));
+    typename Api::GetTargetDisksRequest disks;
+    disks.mutable_target_portal()->set_target_address("192.0.2.10");
+    disks.set_iqn("iqn.2003-01.org.example:vol-1");
+    typename Api::GetTargetDisksResponse ids;
+    lacks("GetTargetDisks", caller_->Call(svc + "GetTargetDisks", disks, &ids));
+    typename Api::DisconnectTargetRequest disconnect;
+    disconnect.mutable_target_portal()->set_target_address("192.0.2.10");
+    disconnect.set_iqn("iqn.2003-01.org.example:vol-1");
+    lacks("DisconnectTarget", caller_->Call(svc + "DisconnectTarget", disconnect,
+                                            static_cast<typename Api::DisconnectTargetResponse*>(nullptr)));
+    typename Api::RemoveTargetPortalRequest remove;
+    remove.mutable_target_portal()->set_target_address("192.0.2.10");
+    lacks("RemoveTargetPortal", caller_->Call(svc + "RemoveTargetPortal", remove,
+                                              static_cast<typename Api::RemoveTargetPortalResponse*>(nullptr)));
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Ways, IscsiGroup, ::testing::Values(Way::kFakeHost, Way::kCsiProxyExe), WayName);
+
+TEST_P(IscsiGroup, EveryMethodOfEveryVersionSaysWineHasNoIscsiInitiatorClasses) {
+  EveryMethodSaysWhatWineLacks<IscsiV1alpha2>();
+  EveryMethodSaysWhatWineLacks<IscsiV1alpha1>();
+  v1alpha2::SetMutualChapSecretRequest secret;
+  secret.set_mutualchapsecret("chap-mutual-1234");
+  auto set = caller_->Call("/v1alpha2.Iscsi/SetMutualChapSecret", secret,
+                           static_cast<v1alpha2::SetMutualChapSecretResponse*>(nullptr));
+  EXPECT_EQ(set.code, Code::kUnimplemented) << set.Describe();
+  EXPECT_NE(set.message.find("MSFT_iSCSISession"), std::string::npos) << set.message;
+  // csi-proxy.exe records the logins and the secret's setting with the secrets redacted.
+  if (GetParam() == Way::kCsiProxyExe) {
+    for (const char* method : {"/v1alpha2.Iscsi/ConnectTarget ", "/v1alpha2.Iscsi/SetMutualChapSecret "}) {
+      const std::string audited = LineWith([this] { return AuditLog(); }, std::string("method=") + method);
+      EXPECT_NE(audited.find("(redacted)"), std::string::npos) << "the audit line: " << audited;
+    }
+  }
+  EXPECT_EQ(Log().find("chap-"), std::string::npos) << "a CHAP secret is in the log";
+  EXPECT_EQ(AuditLog().find("chap-"), std::string::npos) << "a CHAP secret is in the audit log";
+}
+
+TEST_P(IscsiGroup, RequestsAreCheckedBeforeTheSystemIsAsked) {
+  v1alpha2::ConnectTargetRequest connect;  // no target_portal: upstream crashed the process here
+  connect.set_iqn("iqn.2003-01.org.example:vol-1");
+  auto call = [&] {
+    return caller_->Call("/v1alpha2.Iscsi/ConnectTarget", connect,
+                         static_cast<v1alpha2::ConnectTargetResponse*>(nullptr));
+  };
+  EXPECT_EQ(call().code, Code::kInvalidArgument) << call().Describe();
+  connect.mutable_target_portal()->set_target_address("192.0.2.10;calc");
+  EXPECT_EQ(call().code, Code::kInvalidArgument) << call().Describe();
+}
+
+// The DLL's own keys, read when the host starts it: through the fake host only.
+TEST(IscsiDllKeys, KeysOfTheLinuxBackendAreRefused) {
+  for (const char* key : {"state_dir = 'C:\\iscsi'", "initiator_name = 'iqn.2024-01.io.k8s:node'", "max_portals = 4"}) {
+    FakeHost host;
+    ASSERT_TRUE(host.Load(ISCSI_LIBRARY).ok());
+    ASSERT_TRUE(host.Negotiate().ok());
+    auto status = host.Init(key);
+    EXPECT_NE(status.message().find("has a meaning on Linux only"), std::string::npos)
+        << key << ": " << status.message();
+  }
 }
 
 }  // namespace

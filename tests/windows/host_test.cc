@@ -25,11 +25,17 @@
 #include "v1/disk.pb.h"
 #include "v1/echo.pb.h"
 #include "v1/filesystem.pb.h"
+#include "v1/smb.pb.h"
 #include "v1/volume.pb.h"
 #include "v1alpha1/filesystem.pb.h"
+#include "v1alpha1/iscsi.pb.h"
+#include "v1alpha1/smb.pb.h"
 #include "v1alpha1/system.pb.h"
+#include "v1alpha2/iscsi.pb.h"
 #include "v1beta1/filesystem.pb.h"
+#include "v1beta1/smb.pb.h"
 #include "v1beta2/filesystem.pb.h"
+#include "v1beta2/smb.pb.h"
 #include "v2alpha1/filesystem.pb.h"
 #include "v2alpha1/volume.pb.h"
 #include "windows_host.h"
@@ -72,6 +78,76 @@ void KubeletPathExists(const WindowsHost& host, const std::string& version) {
       CallPipe("csi-proxy-filesystem-" + version, "/" + version + ".Filesystem/PathExists", request, &response);
   ASSERT_TRUE(s.ok()) << version << ": " << s.error_message();
   EXPECT_TRUE(response.exists()) << version;
+}
+
+// A call Wine cannot serve: UNIMPLEMENTED, naming what the system lacks.
+void Lacks(const grpc::Status& s, const std::string& method, const std::string& what) {
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method << ": " << s.error_message();
+  EXPECT_NE(s.error_message().find(what), std::string::npos) << method << ": " << s.error_message();
+}
+
+// NewSmbGlobalMapping and RemoveSmbGlobalMapping of one version over its pipe: Wine has no SMB client's WMI.
+template <typename NewRequest, typename NewResponse, typename RemoveRequest, typename RemoveResponse>
+void SmbSaysWhatWineLacks(const WindowsHost& host, const std::string& version) {
+  const std::string pipe = "csi-proxy-smb-" + version, svc = "/" + version + ".Smb/";
+  const std::string lacks = R"(no WMI namespace ROOT\Microsoft\Windows\SMB)";
+  NewRequest map;
+  map.set_remote_path(R"(\\srv\share\pv-1)");
+  map.set_local_path(host.dir() + "\\kubelet\\stage-" + version);
+  map.set_username(R"(CONTOSO\svc-csi)");
+  map.set_password("Pa55:w0rd");
+  NewResponse mapped;
+  grpc::Status s = CallPipe(pipe, svc + "NewSmbGlobalMapping", map, &mapped);
+  Lacks(s, svc + "NewSmbGlobalMapping", lacks);
+  EXPECT_EQ(s.error_message().find("Pa55"), std::string::npos) << s.error_message();
+  RemoveRequest remove;
+  remove.set_remote_path(R"(\\srv\share)");
+  RemoveResponse removed;
+  Lacks(CallPipe(pipe, svc + "RemoveSmbGlobalMapping", remove, &removed), svc + "RemoveSmbGlobalMapping", lacks);
+}
+
+// Every iSCSI method of v1alpha2 and the reads of v1alpha1 over their pipes: Wine has no iSCSI initiator classes.
+void IscsiSaysWhatWineLacks() {
+  const std::string pipe = "csi-proxy-iscsi-v1alpha2", lacks = "no WMI class MSFT_iSCSI";
+  auto portal = [](auto& request) { request.mutable_target_portal()->set_target_address("192.0.2.10"); };
+  v1alpha2::AddTargetPortalRequest add;
+  portal(add);
+  v1alpha2::AddTargetPortalResponse added;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/AddTargetPortal", add, &added), "AddTargetPortal", lacks);
+  v1alpha2::ListTargetPortalsResponse listed;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/ListTargetPortals", v1alpha2::ListTargetPortalsRequest(), &listed),
+        "ListTargetPortals", lacks);
+  v1alpha2::DiscoverTargetPortalRequest discover;
+  portal(discover);
+  v1alpha2::DiscoverTargetPortalResponse iqns;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/DiscoverTargetPortal", discover, &iqns), "DiscoverTargetPortal", lacks);
+  v1alpha2::ConnectTargetRequest connect;
+  portal(connect);
+  connect.set_iqn("iqn.2003-01.org.example:vol-1");
+  v1alpha2::ConnectTargetResponse connected;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/ConnectTarget", connect, &connected), "ConnectTarget", lacks);
+  v1alpha2::GetTargetDisksRequest disks;
+  portal(disks);
+  disks.set_iqn("iqn.2003-01.org.example:vol-1");
+  v1alpha2::GetTargetDisksResponse ids;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/GetTargetDisks", disks, &ids), "GetTargetDisks", lacks);
+  v1alpha2::DisconnectTargetRequest disconnect;
+  portal(disconnect);
+  disconnect.set_iqn("iqn.2003-01.org.example:vol-1");
+  v1alpha2::DisconnectTargetResponse disconnected;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/DisconnectTarget", disconnect, &disconnected), "DisconnectTarget", lacks);
+  v1alpha2::RemoveTargetPortalRequest remove;
+  portal(remove);
+  v1alpha2::RemoveTargetPortalResponse removed;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/RemoveTargetPortal", remove, &removed), "RemoveTargetPortal", lacks);
+  v1alpha2::SetMutualChapSecretRequest secret;
+  secret.set_mutualchapsecret("chap-mutual-1234");
+  v1alpha2::SetMutualChapSecretResponse set;
+  Lacks(CallPipe(pipe, "/v1alpha2.Iscsi/SetMutualChapSecret", secret, &set), "SetMutualChapSecret", lacks);
+  v1alpha1::ListTargetPortalsResponse old_listed;
+  Lacks(CallPipe("csi-proxy-iscsi-v1alpha1", "/v1alpha1.Iscsi/ListTargetPortals", v1alpha1::ListTargetPortalsRequest(),
+                 &old_listed),
+        "v1alpha1 ListTargetPortals", lacks);
 }
 
 // One group the Windows host serves: its table, the pipes it must serve and calls on them that must succeed.
@@ -161,6 +237,28 @@ std::vector<ServedGroup> EnabledGroups() {
          s = CallPipe("csi-proxy-volume-v1", "/v1.Volume/WriteVolumeCache", flush, &flushed);
          EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
        }},
+      {"smb",
+       SMB_LIBRARY,
+       "require_privacy = true",
+       {"csi-proxy-smb-v1", "csi-proxy-smb-v1beta2", "csi-proxy-smb-v1beta1", "csi-proxy-smb-v1alpha1"},
+       [](const WindowsHost& host) {
+         SmbSaysWhatWineLacks<v1::NewSmbGlobalMappingRequest, v1::NewSmbGlobalMappingResponse,
+                              v1::RemoveSmbGlobalMappingRequest, v1::RemoveSmbGlobalMappingResponse>(host, "v1");
+         SmbSaysWhatWineLacks<v1beta2::NewSmbGlobalMappingRequest, v1beta2::NewSmbGlobalMappingResponse,
+                              v1beta2::RemoveSmbGlobalMappingRequest, v1beta2::RemoveSmbGlobalMappingResponse>(
+             host, "v1beta2");
+         SmbSaysWhatWineLacks<v1beta1::NewSmbGlobalMappingRequest, v1beta1::NewSmbGlobalMappingResponse,
+                              v1beta1::RemoveSmbGlobalMappingRequest, v1beta1::RemoveSmbGlobalMappingResponse>(
+             host, "v1beta1");
+         SmbSaysWhatWineLacks<v1alpha1::NewSmbGlobalMappingRequest, v1alpha1::NewSmbGlobalMappingResponse,
+                              v1alpha1::RemoveSmbGlobalMappingRequest, v1alpha1::RemoveSmbGlobalMappingResponse>(
+             host, "v1alpha1");
+       }},
+      {"iscsi",
+       ISCSI_LIBRARY,
+       "",
+       {"csi-proxy-iscsi-v1alpha2", "csi-proxy-iscsi-v1alpha1"},
+       [](const WindowsHost&) { IscsiSaysWhatWineLacks(); }},
       {"echo",
        ECHO_LIBRARY,
        "greeting = 'from the pipe'",
@@ -256,9 +354,9 @@ TEST(WindowsHost, TheHostProcessPodsConfigurationServesAndAuditsToStandardError)
   }
   {
     WindowsHost host(shipped.substr(groups), shipped.substr(host_table + 7, groups - host_table - 7));
-    ASSERT_TRUE(
-        host.Start({"csi-proxy-filesystem-v1", "csi-proxy-system-v1alpha1", "csi-proxy-disk-v1", "csi-proxy-volume-v1"},
-                   {R"(-kubelet-path=C:\var\lib\kubelet)"}))
+    ASSERT_TRUE(host.Start({"csi-proxy-filesystem-v1", "csi-proxy-system-v1alpha1", "csi-proxy-disk-v1",
+                            "csi-proxy-volume-v1", "csi-proxy-smb-v1", "csi-proxy-iscsi-v1alpha2"},
+                           {R"(-kubelet-path=C:\var\lib\kubelet)"}))
         << host.error();
     ProgramRun probe = Ctl({"call", "csi-proxy-filesystem-v1", "PathExists", R"({"path": "C:\\var\\lib\\kubelet"})"});
     EXPECT_EQ(probe.exit_code, 0) << probe.output;

@@ -48,11 +48,24 @@ class RecordedWmi {
     instances.push_back(std::move(object));
     return instances.back();
   }
+  // The recorded instances of a class, to change in place (a method's effect on objects other than its target).
+  std::deque<wmi::Object>& Instances(const std::string& namespace_name, const std::string& class_name) {
+    return classes_[Key(namespace_name, class_name)];
+  }
   // Removes the instances of a class that `match` selects.
   void Remove(const std::string& namespace_name, const std::string& class_name,
               const std::function<bool(const wmi::Object&)>& match) {
     auto& instances = classes_[Key(namespace_name, class_name)];
     for (auto it = instances.begin(); it != instances.end();) it = match(*it) ? instances.erase(it) : it + 1;
+  }
+  // Links `source` to `result` through the association class `association`, whose properties `role` and
+  // `result_role` refer to each (MSFT_iSCSITargetToiSCSITargetPortal: iSCSITarget, iSCSITargetPortal); an
+  // associators query from either side finds the other while it is recorded. Both must have paths.
+  void Associate(const std::string& namespace_name, const std::string& association, const wmi::Object& source,
+                 const std::string& role, const wmi::Object& result, const std::string& result_role) {
+    AddClass(namespace_name, association);
+    links_.push_back({Key(namespace_name, association), source.class_name(), source.path(), role, result.class_name(),
+                      result.path(), result_role});
   }
   void OnMethod(const std::string& namespace_name, const std::string& class_name, const std::string& method,
                 Method answer) {
@@ -82,13 +95,14 @@ class RecordedWmi {
     };
   }
 
-  // The argument of a recorded call, or null.
-  static wmi::Value Argument(const Call& call, const std::string& name) {
-    for (const auto& [key, value] : call.in) {
+  // The argument of a recorded call (or of in-parameters), or null.
+  static wmi::Value Argument(const wmi::Arguments& in, const std::string& name) {
+    for (const auto& [key, value] : in) {
       if (common::AsciiLower(key) == common::AsciiLower(name)) return value;
     }
     return wmi::Value();
   }
+  static wmi::Value Argument(const Call& call, const std::string& name) { return Argument(call.in, name); }
 
  private:
   static std::string Key(std::string_view namespace_name, std::string_view class_name) {
@@ -158,6 +172,40 @@ class RecordedWmi {
       return answer;
     }
 
+    StatusOr<std::vector<wmi::Object>> Associated(const wmi::Object& source, const wmi::Associators& which) override {
+      CSI_PROXY_ASSIGN_OR_RETURN(std::string wql, wmi::ToWql(source, which));
+      records_.queries_.push_back(wql);
+      for (const std::string* name : {&which.association, &which.result_class}) {
+        if (records_.classes_.count(Key(namespace_, *name)) == 0) {
+          return Unimplemented("this system has no WMI class " + *name + " in " + namespace_);
+        }
+      }
+      auto same = [](const std::string& a, const std::string& b) {
+        return common::AsciiLower(a) == common::AsciiLower(b);
+      };
+      std::vector<wmi::Object> answer;
+      for (const auto& link : records_.links_) {
+        if (link.association != Key(namespace_, which.association)) continue;
+        // Either side may be the source.
+        for (bool forward : {true, false}) {
+          const std::string& from_class = forward ? link.source_class : link.result_class;
+          const std::string& from_path = forward ? link.source_path : link.result_path;
+          const std::string& from_role = forward ? link.role : link.result_role;
+          const std::string& to_class = forward ? link.result_class : link.source_class;
+          const std::string& to_path = forward ? link.result_path : link.source_path;
+          const std::string& to_role = forward ? link.result_role : link.role;
+          if (!same(from_class, source.class_name()) || from_path != source.path()) continue;
+          if (!same(to_class, which.result_class)) continue;
+          if (!which.role.empty() && !same(which.role, from_role)) continue;
+          if (!which.result_role.empty() && !same(which.result_role, to_role)) continue;
+          for (const auto& object : records_.classes_[Key(namespace_, to_class)]) {
+            if (object.path() == to_path) answer.push_back(object);  // gone objects are no longer associated
+          }
+        }
+      }
+      return answer;
+    }
+
     StatusOr<wmi::MethodResult> Call(const wmi::Object& target, std::string_view method,
                                      const wmi::Arguments& in) override {
       if (target.path().empty()) {
@@ -197,7 +245,13 @@ class RecordedWmi {
     std::string namespace_;
   };
 
+  struct Link {
+    std::string association;  // Key(namespace, association class)
+    std::string source_class, source_path, role, result_class, result_path, result_role;
+  };
+
   std::map<std::string, std::deque<wmi::Object>> classes_;
+  std::vector<Link> links_;
   std::map<std::string, Method> methods_;
   std::vector<std::string> queries_;
   std::vector<Call> calls_;

@@ -15,9 +15,9 @@ namespace csi_proxy::filesystem {
 
 struct FilesystemOptions {
   // [host] state_dir: where the volume group records the mount points MountVolume made and the SMB group the
-  // users of its mappings (plugins/common/volume_mounts_linux.h, smb_mapping_users_linux.h). Empty: neither is
-  // read, so a forced Rmdir unmounts nothing and releases no mapping. Not used on Windows, where a forced Rmdir
-  // removes every volume mount point it meets, as Windows does.
+  // users of its mappings (plugins/common/volume_mounts_linux.h, smb_mapping_users.h). Empty: neither is read, so
+  // a forced Rmdir unmounts nothing and releases no mapping. On Windows only the SMB mapping users are read: a
+  // forced Rmdir removes every volume mount point it meets, as Windows does.
   std::string state_dir;
   sdk::LogSink log;
 };

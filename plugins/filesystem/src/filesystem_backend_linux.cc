@@ -181,15 +181,7 @@ Status LinuxFilesystemBackend::MakeDirectories(const ConfinedPath& path) {
 }
 
 void LinuxFilesystemBackend::ReleaseSmbMappings(const ConfinedPath& path) {
-  if (options_.state_dir.empty()) return;
-  common::SmbMappingUsers users(options_.state_dir, policy_, options_.log);
-  // The removal itself succeeded: a mapping that cannot be released now stays mapped (never the unsafe way), and a
-  // RemoveSmbGlobalMapping of it unmaps it later.
-  if (auto released = users.ReleaseLinksGoneUnder(path.path); !released.ok() && options_.log) {
-    options_.log(sdk::LogLevel::kWarn,
-                 "removed " + QuotePath(path.path) +
-                     ", but could not release the SMB mappings its links used: " + released.status().message());
-  }
+  common::SmbMappingUsers::ReleaseAfterRemoval(options_.state_dir, policy_, options_.log, path.path);
 }
 
 Status LinuxFilesystemBackend::RemoveEntry(const ConfinedPath& path) {

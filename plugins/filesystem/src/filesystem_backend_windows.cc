@@ -6,12 +6,13 @@
 #include <windows.h>
 #include <winioctl.h>
 
-#include <mutex>
 #include <vector>
 
 #include "confined_open_windows.h"
 #include "filesystem_backend.h"
 #include "removal_problems.h"
+#include "smb_mapping_users.h"
+#include "symlink_windows.h"
 #include "text.h"
 #include "win32_windows.h"
 
@@ -33,7 +34,6 @@ constexpr int kMaxDepth = 512;
 // _WIN32_WINNT value passes.
 constexpr auto kFileDispositionInfoEx = static_cast<FILE_INFO_BY_HANDLE_CLASS>(21);
 
-constexpr NTSTATUS kStatusObjectNameCollision = static_cast<NTSTATUS>(0xC0000035);
 constexpr NTSTATUS kStatusObjectNameNotFound = static_cast<NTSTATUS>(0xC0000034);
 constexpr NTSTATUS kStatusObjectPathNotFound = static_cast<NTSTATUS>(0xC000003A);
 constexpr NTSTATUS kStatusDeletePending = static_cast<NTSTATUS>(0xC0000056);
@@ -173,23 +173,6 @@ void RemoveChildren(HANDLE dir, const std::string& shown, int depth, Walk& walk)
   for (const std::wstring& name : *names) RemoveNamed(dir, name, Shown(shown, name), depth, walk);
 }
 
-// SeCreateSymbolicLinkPrivilege must be enabled, not only held, for FSCTL_SET_REPARSE_POINT of a symlink; the
-// accounts csi-proxy runs as (LocalSystem, an elevated administrator) hold it.
-void EnableSymlinkPrivilege() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    HANDLE token = nullptr;
-    if (!::OpenProcessToken(::GetCurrentProcess(), TOKEN_ADJUST_PRIVILEGES | TOKEN_QUERY, &token)) return;
-    TOKEN_PRIVILEGES privileges{};
-    privileges.PrivilegeCount = 1;
-    privileges.Privileges[0].Attributes = SE_PRIVILEGE_ENABLED;
-    if (::LookupPrivilegeValueW(nullptr, L"SeCreateSymbolicLinkPrivilege", &privileges.Privileges[0].Luid)) {
-      ::AdjustTokenPrivileges(token, FALSE, &privileges, 0, nullptr, nullptr);
-    }
-    ::CloseHandle(token);
-  });
-}
-
 class WindowsFilesystemBackend final : public FilesystemBackend {
  public:
   WindowsFilesystemBackend(common::PathPolicy policy, FilesystemOptions options)
@@ -230,7 +213,11 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
     }
     // An open directory with a disposition set reports "not empty" here, not later.
     DWORD err = DeleteByHandle(entry.get());
-    if (err == 0) return Status::Ok();
+    if (err == 0) {
+      entry.Reset();  // the name goes with the last handle where POSIX semantics are missing
+      ReleaseSmbMappings(path);
+      return Status::Ok();
+    }
     if (err == ERROR_DIR_NOT_EMPTY) {
       return FailedPrecondition("path " + QuotePath(path.path) + " is a directory that is not empty (use force)");
     }
@@ -239,12 +226,16 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
 
   Status RemoveTree(const ConfinedPath& path) override {
     auto parent = common::OpenParent(policy_, path, "path", Access::kModify);
-    if (!parent.ok() && parent.status().code() == Code::kNotFound) return Status::Ok();
+    if (!parent.ok() && parent.status().code() == Code::kNotFound) {
+      ReleaseSmbMappings(path);  // gone already, perhaps with links the SMB group still counts
+      return Status::Ok();
+    }
     if (!parent.ok()) return parent.status();
     if (parent->name.empty()) return PermissionDenied("refusing to remove allowed root " + QuotePath(path.path));
     CSI_PROXY_ASSIGN_OR_RETURN(UniqueHandle pinned, common::PinDirectory(parent->dir.get(), path.path));
     Walk walk{.policy = &policy_, .log = &options_.log};
     RemoveNamed(pinned.get(), parent->name, path.path, 0, walk);
+    ReleaseSmbMappings(path);
     return walk.problems.Summary();
   }
 
@@ -255,6 +246,7 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
     CSI_PROXY_ASSIGN_OR_RETURN(UniqueHandle pinned, common::PinDirectory(dir.get(), path.path));
     Walk walk{.policy = &policy_, .log = &options_.log};
     RemoveChildren(pinned.get(), path.path, 0, walk);
+    ReleaseSmbMappings(path);
     return walk.problems.Summary();
   }
 
@@ -281,34 +273,9 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
     }
     const Status exists = AlreadyExists("target_path " + QuotePath(link.path) + " already exists");
     if (parent->name.empty()) return exists;  // an allowed root
-    CSI_PROXY_ASSIGN_OR_RETURN(std::wstring target, common::Utf8ToWide(source.path));
-
-    UniqueHandle created;
-    NTSTATUS status = common::OpenBelow(
-        parent->dir.get(), parent->name, FILE_WRITE_DATA | FILE_WRITE_ATTRIBUTES | FILE_READ_ATTRIBUTES | DELETE,
-        file_link ? FILE_NON_DIRECTORY_FILE : FILE_DIRECTORY_FILE, created, FILE_CREATE);
-    if (status == kStatusObjectNameCollision) return exists;
-    if (status < 0) return common::NtStatusToStatus(status, "creating symlink " + QuotePath(link.path));
-
-    EnableSymlinkPrivilege();
-    std::vector<uint8_t> data = common::AbsoluteSymlinkData(std::u16string(target.begin(), target.end()));
-    DWORD ignored = 0;
-    if (::DeviceIoControl(created.get(), FSCTL_SET_REPARSE_POINT, data.data(), static_cast<DWORD>(data.size()), nullptr,
-                          0, &ignored, nullptr)) {
-      return Status::Ok();
-    }
-    // Nothing half-made stays: the empty placeholder goes again.
-    DWORD err = ::GetLastError();
-    DeleteByHandle(created.get());
-    const std::string what = "creating symlink " + QuotePath(link.path);
-    if (err == ERROR_NOT_SUPPORTED || err == ERROR_INVALID_FUNCTION) {
-      return FailedPrecondition(what + ": the file system there cannot hold symlinks");
-    }
-    if (err == ERROR_PRIVILEGE_NOT_HELD) {
-      return FailedPrecondition(what + ": csi-proxy lacks SeCreateSymbolicLinkPrivilege (run it as LocalSystem or " +
-                                "an administrator)");
-    }
-    return Win32Status(err, what);
+    Status made = common::MakeSymlinkAt(parent->dir.get(), parent->name, source.path, !file_link,
+                                        "symlink " + QuotePath(link.path));
+    return made.code() == Code::kAlreadyExists ? exists : made;
   }
 
   StatusOr<bool> IsSymlink(const ConfinedPath& path) override {
@@ -348,6 +315,11 @@ class WindowsFilesystemBackend final : public FilesystemBackend {
   }
 
  private:
+  // After a removal: a mapping of the SMB group whose last local_path link went with it is unmapped, as on Linux.
+  void ReleaseSmbMappings(const ConfinedPath& path) {
+    common::SmbMappingUsers::ReleaseAfterRemoval(options_.state_dir, policy_, options_.log, path.path);
+  }
+
   common::PathPolicy policy_;
   FilesystemOptions options_;
 };

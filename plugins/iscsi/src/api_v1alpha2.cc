@@ -30,14 +30,15 @@ sdk::ServiceBuilder& AddMethods(sdk::Host& host, IscsiService& iscsi) {
           [&iscsi](const auto& req, auto&, CallContext&) { return iscsi.RemoveTargetPortal(PortalOf(req)); })
       .template Unary<typename Api::ListTargetPortals>(
           [&iscsi](const auto&, auto& resp, CallContext&) {
-            for (const auto& portal : iscsi.ListTargetPortals()) {
+            CSI_PROXY_ASSIGN_OR_RETURN(auto portals, iscsi.ListTargetPortals());
+            for (const auto& portal : portals) {
               auto* out = resp.add_target_portals();
               out->set_target_address(portal.address);
               out->set_target_port(portal.port);
             }
             return Status::Ok();
           },
-          sdk::kReadOnly | sdk::kNonBlocking)  // from memory: the portals as last written (state_store_linux.h)
+          iscsi.ListsPortalsFromMemory() ? sdk::kReadOnly | sdk::kNonBlocking : sdk::kReadOnly)
       .template Unary<typename Api::ConnectTarget>([&iscsi](const auto& req, auto&, CallContext&) {
         return iscsi.ConnectTarget(
             {PortalOf(req), req.iqn(), static_cast<int32_t>(req.auth_type()), req.chap_username(), req.chap_secret()});

@@ -1,12 +1,13 @@
 // The OS side of the iSCSI group: what the service layer asks of the machine. Inputs arrive validated and
 // normalized; implementations only talk to the OS (Linux: state files, SendTargets over TCP, open-iscsi,
-// sysfs). A Windows implementation would map the same calls to MSFT_iSCSITargetPortal / MSFT_iSCSITarget.
+// sysfs; Windows: the Microsoft iSCSI Initiator's WMI classes, iscsi_backend_wmi.cc).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "csi_proxy/status.hpp"
@@ -19,8 +20,10 @@ class IscsiBackend {
   virtual ~IscsiBackend() = default;
 
   // Registered target portals, in the order they were added.
-  // From memory, without waiting on anything: ListTargetPortals is declared CSI_PROXY_METHOD_NONBLOCKING.
-  virtual std::vector<Portal> ListPortals() = 0;
+  virtual StatusOr<std::vector<Portal>> ListPortals() = 0;
+  // Whether ListPortals answers from memory, never waiting on anything (Linux's state store); then
+  // ListTargetPortals is declared CSI_PROXY_METHOD_NONBLOCKING. Windows asks the initiator's WMI, which may wait.
+  virtual bool ListsPortalsFromMemory() const { return false; }
   // Registers a portal; registering it again changes nothing.
   virtual Status AddPortal(const Portal& portal) = 0;
   // Unregisters a portal; NOT_FOUND if it is not registered.
@@ -59,7 +62,13 @@ struct IscsiBackendOptions {
   bool check_only = false;
 };
 
-// The platform's backend (on Linux defined in iscsi_backend_linux.cc).
+// The platform's backend (iscsi_backend_linux.cc, iscsi_backend_windows.cc).
 StatusOr<std::unique_ptr<IscsiBackend>> MakeIscsiBackend(const IscsiBackendOptions& options);
+
+// The group keys only the other system's backend reads ([groups.iscsi] README); set here, they are refused.
+std::vector<std::string_view> KeysOfTheOtherSystem();
+
+// Where this system's backend keeps what it keeps, for the group's first log line.
+std::string DescribeBackend(const IscsiBackendOptions& options);
 
 }  // namespace csi_proxy::iscsi

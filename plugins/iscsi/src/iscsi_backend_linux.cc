@@ -92,7 +92,8 @@ class LinuxIscsiBackend final : public IscsiBackend {
         initiator_name_(std::move(initiator_name)),
         block_devices_(common::BlockDeviceRoots{options_.sys_root, options_.dev_root}) {}
 
-  std::vector<Portal> ListPortals() override { return store_->Portals(); }
+  StatusOr<std::vector<Portal>> ListPortals() override { return store_->Portals(); }
+  bool ListsPortalsFromMemory() const override { return true; }  // the portals as last written (state_store_linux.h)
   Status AddPortal(const Portal& portal) override { return store_->AddPortal(portal); }
   Status RemovePortal(const Portal& portal) override { return store_->RemovePortal(portal); }
 
@@ -424,6 +425,13 @@ StatusOr<std::unique_ptr<IscsiBackend>> MakeLinuxIscsiBackend(const LinuxIscsiOp
 
 StatusOr<std::unique_ptr<IscsiBackend>> MakeIscsiBackend(const IscsiBackendOptions& options) {
   return MakeLinuxIscsiBackend(LinuxIscsiOptions{options});
+}
+
+std::vector<std::string_view> KeysOfTheOtherSystem() { return {}; }
+
+std::string DescribeBackend(const IscsiBackendOptions& options) {
+  return "state in " + options.state_dir + ", initiator name from " +
+         (options.initiator_name.empty() ? options.initiator_name_file : std::string("the configuration"));
 }
 
 }  // namespace csi_proxy::iscsi

@@ -19,7 +19,8 @@ StatusOr<Portal> IscsiService::CheckPortal(const OptionalPortal& portal) const {
 }
 
 Status IscsiService::RequireRegistered(const Portal& portal) {
-  for (const auto& p : backend_->ListPortals()) {
+  CSI_PROXY_ASSIGN_OR_RETURN(auto portals, backend_->ListPortals());
+  for (const auto& p : portals) {
     if (p == portal) return Status::Ok();
   }
   return NotFound("target portal " + PortalToString(portal) + " is not registered; call AddTargetPortal first");
@@ -53,7 +54,7 @@ Status IscsiService::RemoveTargetPortal(const OptionalPortal& request) {
   return Status::Ok();
 }
 
-std::vector<Portal> IscsiService::ListTargetPortals() { return backend_->ListPortals(); }
+StatusOr<std::vector<Portal>> IscsiService::ListTargetPortals() { return backend_->ListPortals(); }
 
 Status IscsiService::ConnectTarget(const ConnectTargetRequest& request) {
   CSI_PROXY_ASSIGN_OR_RETURN(auto portal, CheckPortal(request.portal));

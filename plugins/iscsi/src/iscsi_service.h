@@ -38,7 +38,8 @@ class IscsiService {
   Status AddTargetPortal(const OptionalPortal& portal);
   StatusOr<std::vector<std::string>> DiscoverTargetPortal(const OptionalPortal& portal);
   Status RemoveTargetPortal(const OptionalPortal& portal);
-  std::vector<Portal> ListTargetPortals();
+  StatusOr<std::vector<Portal>> ListTargetPortals();
+  bool ListsPortalsFromMemory() const { return backend_->ListsPortalsFromMemory(); }
   Status ConnectTarget(const ConnectTargetRequest& request);
   Status DisconnectTarget(const OptionalPortal& portal, const std::string& iqn);
   StatusOr<std::vector<std::string>> GetTargetDisks(const OptionalPortal& portal, const std::string& iqn);

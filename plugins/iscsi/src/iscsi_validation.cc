@@ -1,9 +1,9 @@
 // Input rules for the iSCSI group; see iscsi_validation.h.
 #include "iscsi_validation.h"
 
-#include <arpa/inet.h>
-
 #include <cctype>
+
+#include "ip_literal.h"
 
 namespace csi_proxy::iscsi {
 namespace {
@@ -34,13 +34,11 @@ StatusOr<Portal> ValidatePortal(const std::string& address, uint32_t port) {
     bare = bare.substr(1, bare.size() - 2);
     bracketed = true;
   }
-  in_addr v4;
-  in6_addr v6;
-  if (!bracketed && inet_pton(AF_INET, bare.c_str(), &v4) == 1) {
+  if (!bracketed && common::IsIpv4Literal(bare)) {
     portal.address = bare;
     return portal;
   }
-  if (bare.find(':') != std::string::npos && bare.size() <= 45 && inet_pton(AF_INET6, bare.c_str(), &v6) == 1) {
+  if (bare.find(':') != std::string::npos && bare.size() <= 45 && common::IsIpv6Literal(bare)) {
     portal.address = common::AsciiLower(bare);
     return portal;
   }

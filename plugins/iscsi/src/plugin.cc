@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api.h"
 #include "iscsi_backend.h"
@@ -27,11 +28,9 @@ constexpr std::string_view kMaxPortalsKey = "max_portals";
 // The most portals the state file holds whatever the key says (IscsiStateStore's limit).
 constexpr int64_t kMaxPortalsLimit = 4000;
 
-StatusOr<IscsiBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
-  CSI_PROXY_RETURN_IF_ERROR(
-      config.RequireKnownKeys({kStateDirKey, kInitiatorNameKey, kNodeDbDirKey, kMutualChapUsernameKey,
-                               kDiscoveryTimeoutKey, kLoginTimeoutKey, kMaxPortalsKey}));
-  IscsiBackendOptions options;
+// The keys of the backend that keeps state of its own and runs open-iscsi (Linux's; on Windows the initiator
+// keeps everything and none of them has a meaning).
+Status ReadLinuxKeys(const sdk::PluginConfig& config, IscsiBackendOptions& options) {
   CSI_PROXY_ASSIGN_OR_RETURN(options.state_dir, config.GetAbsolutePath(kStateDirKey, config.state_dir() + "/iscsi"));
   CSI_PROXY_ASSIGN_OR_RETURN(options.initiator_name, config.GetString(kInitiatorNameKey, ""));
   if (Status iqn = ValidateIqn(options.initiator_name); !options.initiator_name.empty() && !iqn.ok()) {
@@ -51,6 +50,19 @@ StatusOr<IscsiBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
       int64_t max_portals,
       config.GetInt(kMaxPortalsKey, static_cast<int64_t>(options.max_portals), sdk::IntRange{1, kMaxPortalsLimit}));
   options.max_portals = static_cast<size_t>(max_portals);
+  return Status::Ok();
+}
+
+StatusOr<IscsiBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(
+      config.RequireKnownKeys({kStateDirKey, kInitiatorNameKey, kNodeDbDirKey, kMutualChapUsernameKey,
+                               kDiscoveryTimeoutKey, kLoginTimeoutKey, kMaxPortalsKey}));
+  const std::vector<std::string_view> elsewhere = KeysOfTheOtherSystem();
+  for (std::string_view key : elsewhere) {
+    if (config.Has(key)) return sdk::PluginConfig::KeyError(key, "has a meaning on Linux only");
+  }
+  IscsiBackendOptions options;
+  if (elsewhere.empty()) CSI_PROXY_RETURN_IF_ERROR(ReadLinuxKeys(config, options));
   options.log = sdk::HostLogSink();
   return options;
 }
@@ -64,8 +76,7 @@ class IscsiPlugin final : public sdk::Plugin {
     CSI_PROXY_ASSIGN_OR_RETURN(auto backend, MakeIscsiBackend(options));
     service_ = std::make_unique<IscsiService>(std::move(backend), sdk::HostLogSink());
     AddApiVersions(host, *service_);
-    sdk::LogInfo("iscsi group ready; state in " + options.state_dir + ", initiator name from " +
-                 (options.initiator_name.empty() ? options.initiator_name_file : std::string("the configuration")));
+    sdk::LogInfo("iscsi group ready; " + DescribeBackend(options));
     return Status::Ok();
   }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api.h"
 #include "path_policy.h"
@@ -23,17 +24,14 @@ constexpr std::string_view kPortKey = "port";
 constexpr std::string_view kSmbVersionKey = "smb_version";
 constexpr std::string_view kMountTimeoutKey = "mount_timeout_seconds";
 
-StatusOr<SmbBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
-  CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys(
-      {kMountRootKey, kMountHelperKey, kRequirePrivacyKey, kPortKey, kSmbVersionKey, kMountTimeoutKey}));
-  SmbBackendOptions options;
+// The keys of the backend that mounts shares (Linux's; Windows makes global mappings and has none of them).
+Status ReadMountKeys(const sdk::PluginConfig& config, SmbBackendOptions& options) {
   CSI_PROXY_ASSIGN_OR_RETURN(options.mount_root, config.GetAbsolutePath(kMountRootKey, config.state_dir() + "/smb"));
   if (options.mount_root.find("/..") != std::string::npos || options.mount_root.find("/./") != std::string::npos) {
     return sdk::PluginConfig::KeyError(kMountRootKey, "must not contain '.' or '..' components, not " +
                                                           sdk::PluginConfig::QuoteValue(options.mount_root));
   }
   CSI_PROXY_ASSIGN_OR_RETURN(options.mount_helper, config.GetAbsolutePath(kMountHelperKey, "", /*may_be_empty=*/true));
-  CSI_PROXY_ASSIGN_OR_RETURN(options.require_privacy, config.GetBool(kRequirePrivacyKey, options.require_privacy));
   CSI_PROXY_ASSIGN_OR_RETURN(int64_t port, config.GetInt(kPortKey, options.port, sdk::IntRange{1, 65535}));
   options.port = static_cast<uint16_t>(port);
   // The version goes into the mount option string: digits and dots only ("3.1.1", "3.0", "default" aside).
@@ -45,6 +43,19 @@ StatusOr<SmbBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
   }
   CSI_PROXY_ASSIGN_OR_RETURN(int64_t timeout, config.GetInt(kMountTimeoutKey, 60, sdk::IntRange{1, 3600}));
   options.mount_timeout = std::chrono::seconds(timeout);
+  return Status::Ok();
+}
+
+StatusOr<SmbBackendOptions> ReadKeys(const sdk::PluginConfig& config) {
+  CSI_PROXY_RETURN_IF_ERROR(config.RequireKnownKeys(
+      {kMountRootKey, kMountHelperKey, kRequirePrivacyKey, kPortKey, kSmbVersionKey, kMountTimeoutKey}));
+  const std::vector<std::string_view> elsewhere = KeysOfTheOtherSystem();
+  for (std::string_view key : elsewhere) {
+    if (config.Has(key)) return sdk::PluginConfig::KeyError(key, "has a meaning on Linux only");
+  }
+  SmbBackendOptions options;
+  if (elsewhere.empty()) CSI_PROXY_RETURN_IF_ERROR(ReadMountKeys(config, options));
+  CSI_PROXY_ASSIGN_OR_RETURN(options.require_privacy, config.GetBool(kRequirePrivacyKey, options.require_privacy));
   options.state_dir = config.state_dir();
   options.log = sdk::HostLogSink();
   return options;
@@ -62,7 +73,7 @@ class SmbPlugin final : public sdk::Plugin {
     CSI_PROXY_ASSIGN_OR_RETURN(auto backend, MakeSmbBackend(options, *policy));
     service_ = std::make_unique<SmbService>(std::move(backend), std::move(*policy), sdk::HostLogSink());
     AddApiVersions(host, *service_);
-    sdk::LogInfo("smb group ready; mappings under " + options.mount_root + ", SMB3 encryption " +
+    sdk::LogInfo("smb group ready; " + WhereMappingsAre(options) + ", SMB3 encryption " +
                  (options.require_privacy ? "required" : "not requested"));
     if (Status cifs = CheckSmbSupport(options.check_only); !cifs.ok()) {
       sdk::LogWarn(cifs.message() + "; NewSmbGlobalMapping will fail until that is fixed");

@@ -1,11 +1,13 @@
 // The OS side of the SMB group: what the service layer asks of the machine. Inputs arrive validated; the Linux
-// implementation mounts with mount.cifs, Windows would use MSFT_SmbGlobalMapping and directory symlinks.
+// implementation mounts with mount.cifs (smb_backend_linux.cc), the Windows one makes MSFT_SmbGlobalMapping
+// global mappings and directory symlinks (smb_backend_wmi.cc, smb_backend_windows.cc).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "csi_proxy/status.hpp"
@@ -78,11 +80,18 @@ struct SmbBackendOptions {
   bool check_only = false;
 };
 
-// The platform's backend (on Linux defined in smb_backend_linux.cc). `policy` confines local_path links.
+// The platform's backend (smb_backend_linux.cc, smb_backend_windows.cc). `policy` confines local_path links.
 StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions& options, common::PathPolicy policy);
 
-// OK when this machine can map SMB shares; FAILED_PRECONDITION naming what is missing otherwise. With
-// `check_only` nothing is loaded: a kernel whose cifs module is not loaded yet is only said so.
+// OK when this machine can map SMB shares; otherwise why not (Linux: FAILED_PRECONDITION naming what the kernel
+// lacks; Windows: UNIMPLEMENTED naming the SMB client's missing WMI namespace or class). With `check_only`
+// nothing is loaded: a kernel whose cifs module is not loaded yet is only said so.
 Status CheckSmbSupport(bool check_only = false);
+
+// The group keys only the other system's backend reads ([groups.smb] README); set here, they are refused.
+std::vector<std::string_view> KeysOfTheOtherSystem();
+
+// Where this system's mappings are, for the group's first log line ("mappings under /var/lib/csi-proxy/smb").
+std::string WhereMappingsAre(const SmbBackendOptions& options);
 
 }  // namespace csi_proxy::smb

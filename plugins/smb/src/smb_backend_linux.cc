@@ -19,6 +19,7 @@
 #include "read_file_linux.h"
 #include "run_program.h"
 #include "smb_mapping_users_linux.h"
+#include "smb_users.h"
 #include "smb_validation.h"
 #include "text.h"
 
@@ -72,11 +73,10 @@ Status MountFailure(const std::string& key, const common::ProgramResult& result)
 class LinuxSmbBackend final : public SmbBackend {
  public:
   LinuxSmbBackend(LinuxSmbOptions options, common::PathPolicy policy, UniqueFd root_fd)
-      : options_(std::move(options)), policy_(std::move(policy)), root_fd_(std::move(root_fd)) {
-    if (!options_.state_dir.empty()) {
-      users_ = std::make_unique<common::SmbMappingUsers>(options_.state_dir, policy_, options_.log);
-    }
-  }
+      : options_(std::move(options)),
+        policy_(std::move(policy)),
+        root_fd_(std::move(root_fd)),
+        users_(options_.state_dir, policy_, options_.log) {}
 
   StatusOr<MappingStatus> GetMapping(const RemotePath& remote) override {
     CSI_PROXY_ASSIGN_OR_RETURN(auto mounted, MountedType(remote));
@@ -156,28 +156,12 @@ class LinuxSmbBackend final : public SmbBackend {
     return Status::Ok();
   }
 
-  StatusOr<std::shared_ptr<void>> LockUsers(const RemotePath& remote) override {
-    if (!users_) return std::shared_ptr<void>();
-    CSI_PROXY_ASSIGN_OR_RETURN(auto lock, users_->Lock(remote.MappingKey()));
-    return std::shared_ptr<void>(std::make_shared<common::RecordLock>(std::move(lock)));
-  }
-
+  StatusOr<std::shared_ptr<void>> LockUsers(const RemotePath& remote) override { return users_.Lock(remote); }
   Status AddUser(const RemotePath& remote, const ConfinedPath* local) override {
-    if (!users_) return Status::Ok();
-    const common::SmbMapping mapping{remote.MappingKey(), MountPoint(remote)};
-    if (local == nullptr) return users_->Pin(mapping);
-    return users_->AddLink(local->path, LinkText(remote), mapping);
+    return users_.Add(remote, local, MountPoint(remote), LinkText(remote));
   }
-
-  Status DropPin(const RemotePath& remote) override {
-    return users_ ? users_->Unpin(remote.MappingKey()) : Status::Ok();
-  }
-
-  StatusOr<MappingUsers> Users(const RemotePath& remote) override {
-    if (!users_) return MappingUsers{};
-    CSI_PROXY_ASSIGN_OR_RETURN(auto use, users_->Users(remote.MappingKey()));
-    return MappingUsers{use.links, use.pinned};
-  }
+  Status DropPin(const RemotePath& remote) override { return users_.DropPin(remote); }
+  StatusOr<MappingUsers> Users(const RemotePath& remote) override { return users_.Users(remote); }
 
   Status CheckLink(const ConfinedPath& local, const RemotePath& remote) override {
     auto parent = common::OpenParent(policy_, local, "local_path");
@@ -218,8 +202,8 @@ class LinuxSmbBackend final : public SmbBackend {
 
   // The filesystem group's lock on the mount root's directories (none without a state_dir).
   StatusOr<common::RecordLock> LockDirectories() const {
-    if (!users_) return common::RecordLock();
-    return users_->LockDirectories();
+    if (users_.records() == nullptr) return common::RecordLock();
+    return users_.records()->LockDirectories();
   }
 
   std::string MountPoint(const RemotePath& remote) const {
@@ -264,8 +248,8 @@ class LinuxSmbBackend final : public SmbBackend {
   LinuxSmbOptions options_;
   common::PathPolicy policy_;
   UniqueFd root_fd_;
-  std::unique_ptr<common::SmbMappingUsers> users_;  // null without a state_dir
-  std::mutex dirs_mu_;                              // creating and removing the per-server and per-share directories
+  SmbUsers users_;
+  std::mutex dirs_mu_;  // creating and removing the per-server and per-share directories
 };
 
 }  // namespace
@@ -345,5 +329,9 @@ StatusOr<std::unique_ptr<SmbBackend>> MakeSmbBackend(const SmbBackendOptions& op
 }
 
 Status CheckSmbSupport(bool check_only) { return EnsureKernelCifs(check_only); }
+
+std::vector<std::string_view> KeysOfTheOtherSystem() { return {}; }
+
+std::string WhereMappingsAre(const SmbBackendOptions& options) { return "mappings under " + options.mount_root; }
 
 }  // namespace csi_proxy::smb

@@ -1,7 +1,7 @@
 // Input rules for the SMB group; see smb_validation.h.
 #include "smb_validation.h"
 
-#include <arpa/inet.h>
+#include "ip_literal.h"
 
 namespace csi_proxy::smb {
 namespace {
@@ -32,10 +32,9 @@ StatusOr<RemotePath> ParseRemotePath(const std::string& remote_path) {
   if (parts.size() < 2) return bad("expected \\\\server\\share");
 
   RemotePath path;
-  in_addr v4;
   const std::string& server = parts[0];
   bool numeric = server.find_first_not_of("0123456789.") == std::string::npos;
-  if (numeric ? inet_pton(AF_INET, server.c_str(), &v4) != 1 : !common::IsHostName(server, /*allow_underscore=*/true)) {
+  if (numeric ? !common::IsIpv4Literal(server) : !common::IsHostName(server, /*allow_underscore=*/true)) {
     return bad("the server must be a host name or an IPv4 address");
   }
   path.server = common::AsciiLower(server);

@@ -118,5 +118,17 @@ TEST(ReparseData, TheSymlinkCreateSymlinkWritesReadsBackAsItsTarget) {
   EXPECT_EQ(data[4] | (data[5] << 8), static_cast<int>(data.size() - 8));  // ReparseDataLength
 }
 
+TEST(ReparseData, ASymlinkToAUncPathIsWrittenAndReadAsWindowsWritesIt) {
+  // What `mklink /D link \\server\share\pvc\` writes, and the SMB group's local_path links are.
+  std::vector<uint8_t> data = AbsoluteSymlinkData(u"\\\\srv\\share\\pvc\\");
+  auto written = ParseReparsePoint(data);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_EQ(written->target, u"\\\\srv\\share\\pvc\\");
+  EXPECT_EQ(data.size(), 20u + 2 * (8 + 14) + 2 * 16);  // substitute "\??\UNC\srv\share\pvc\", print as given
+  auto read = ParseReparsePoint(Buffer(kReparseTagSymlink, u"\\??\\unc\\srv\\share", u"\\\\srv\\share", 0));
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->target, u"\\\\srv\\share");
+}
+
 }  // namespace
 }  // namespace csi_proxy::common

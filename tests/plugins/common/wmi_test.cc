@@ -51,6 +51,32 @@ TEST(WmiQuery, RefusesNamesThatAreNotIdentifiersAndUnknownOperators) {
             Code::kInternal);
 }
 
+Object Target(std::string path) { return Object("MSFT_iSCSITarget", std::move(path), {}); }
+
+TEST(WmiAssociators, NamesTheSourceAssociationResultAndRoles) {
+  auto wql = ToWql(Target("MSFT_iSCSITarget.NodeAddress=\"iqn.2001-05.com.example:a\""),
+                   Associators{"MSFT_iSCSITargetToiSCSISession", "MSFT_iSCSISession", "iSCSITarget", "iSCSISession"});
+  ASSERT_TRUE(wql.ok()) << wql.status().message();
+  EXPECT_EQ(*wql,
+            "ASSOCIATORS OF {MSFT_iSCSITarget.NodeAddress=\"iqn.2001-05.com.example:a\"} WHERE AssocClass = "
+            "MSFT_iSCSITargetToiSCSISession ResultClass = MSFT_iSCSISession Role = iSCSITarget ResultRole = "
+            "iSCSISession");
+  wql = ToWql(Target("MSFT_iSCSITarget.NodeAddress=\"x\""), Associators{"A", "B", "", ""});
+  EXPECT_EQ(*wql, "ASSOCIATORS OF {MSFT_iSCSITarget.NodeAddress=\"x\"} WHERE AssocClass = A ResultClass = B");
+}
+
+TEST(WmiAssociators, KeepsBracesInsideKeyValuesAndRefusesThemOutside) {
+  // A disk's ObjectId holds braces; quoted, with escapes, they cannot end the path.
+  EXPECT_TRUE(
+      ToWql(Object("MSFT_Disk", "MSFT_Disk.ObjectId=\"{1}\\\\HOST\\\"}\"", {}), Associators{"A", "B", "", ""}).ok());
+  for (const char* path : {"MSFT_Disk.ObjectId=\"x\"} WHERE 1", "MSFT_Disk.ObjectId=\"x", "X.K=\"a\nb\"", ""}) {
+    EXPECT_EQ(ToWql(Object("MSFT_Disk", path, {}), Associators{"A", "B", "", ""}).status().code(), Code::kInternal)
+        << path;
+  }
+  EXPECT_EQ(ToWql(Target("T.K=1"), Associators{"A B", "B", "", ""}).status().code(), Code::kInternal);
+  EXPECT_EQ(ToWql(Target("T.K=1"), Associators{"A", "B", "Role = x", ""}).status().code(), Code::kInternal);
+}
+
 Object Disk() {
   return Object("MSFT_Disk", "MSFT_Disk.ObjectId=\"{1}\"",
                 {{"Number", int64_t{2}},
@@ -126,6 +152,12 @@ TEST(WmiMethodStatus, UnknownValuesAreInternalWithTheNumber) {
   EXPECT_NE(s.message().find("returned 99999"), std::string::npos);
 }
 
+TEST(WmiMethodStatus, AnErrorCodeAsTheReturnValueMeansWhatItMeansAsAnHresult) {
+  Status s = MethodStatus(MethodResult{0xEFFF0009, {}}, "MSFT_iSCSITarget", "Connect", "connecting");
+  EXPECT_EQ(s.code(), Code::kPermissionDenied);
+  EXPECT_NE(s.message().find("returned 4026466313 (ISDSC_AUTHENTICATION_FAILURE)"), std::string::npos) << s.message();
+}
+
 TEST(WmiMethodStatus, AddsTheExtendedStatusMessage) {
   auto extended = std::make_shared<const Object>(
       "MSFT_StorageExtendedStatus", "", Properties{{"Message", std::string("The disk is being used by a cluster.")}});
@@ -155,6 +187,16 @@ TEST(WmiHresultStatus, DocumentedFailuresMapToTheirCodes) {
   EXPECT_EQ(HresultStatus(0x800706BA, "x").code(), Code::kUnavailable);
   EXPECT_EQ(HresultStatus(0x00040004, "x").code(), Code::kDeadlineExceeded);
   EXPECT_EQ(HresultStatus(0x80041017, "x").code(), Code::kInternal);  // a malformed query is this code's mistake
+  // The SMB client's Win32 errors and the iSCSI initiator's codes.
+  EXPECT_EQ(HresultStatus(0x8007052E, "x").code(), Code::kPermissionDenied);    // ERROR_LOGON_FAILURE
+  EXPECT_EQ(HresultStatus(0x80070043, "x").code(), Code::kNotFound);            // ERROR_BAD_NET_NAME
+  EXPECT_EQ(HresultStatus(0x80070035, "x").code(), Code::kUnavailable);         // ERROR_BAD_NETPATH
+  EXPECT_EQ(HresultStatus(0x80070961, "x").code(), Code::kFailedPrecondition);  // ERROR_OPEN_FILES
+  EXPECT_EQ(HresultStatus(0xEFFF0009, "x").code(), Code::kPermissionDenied);    // ISDSC_AUTHENTICATION_FAILURE
+  EXPECT_EQ(HresultStatus(0xEFFF0029, "x").code(), Code::kNotFound);            // ISDSC_TARGET_NOT_FOUND
+  EXPECT_EQ(HresultStatus(0xEFFF0040, "x").code(), Code::kFailedPrecondition);  // ISDSC_DEVICE_BUSY_ON_SESSION
+  EXPECT_NE(HresultStatus(0x8007052E, "x").message().find("HRESULT 0x8007052E (ERROR_LOGON_FAILURE)"),
+            std::string::npos);
   Status unknown = HresultStatus(0x8123ABCD, "x");
   EXPECT_EQ(unknown.code(), Code::kInternal);
   EXPECT_NE(unknown.message().find("0x8123ABCD"), std::string::npos);
@@ -204,6 +246,28 @@ TEST_F(RecordedWmiTest, MethodsChangeTheRecordedInstancesAndAreLogged) {
   EXPECT_EQ((*session)->Call(disks->front(), "Offline", {}).status().code(), Code::kInternal);  // no path
   auto whole = (*session)->Execute(Query{"MSFT_Disk", {}, {{"Number", "=", int64_t{3}}}});
   EXPECT_EQ((*session)->Call(whole->front(), "Offline", {}).status().code(), Code::kUnimplemented);
+}
+
+TEST_F(RecordedWmiTest, AssociatorsAreFoundFromEitherSideAndGoWithTheirObjects) {
+  records_.Add(kStorageNamespace, Object("MSFT_Partition", "MSFT_Partition.ObjectId=\"p1\"", {{"Size", int64_t{1}}}));
+  records_.Associate(kStorageNamespace, "MSFT_DiskToPartition", Disk(), "Disk",
+                     Object("MSFT_Partition", "MSFT_Partition.ObjectId=\"p1\"", {}), "Partition");
+  auto session = records_.Connector()(kStorageNamespace);
+  auto partitions = (*session)->Associated(Disk(), Associators{"MSFT_DiskToPartition", "MSFT_Partition", "", ""});
+  ASSERT_TRUE(partitions.ok()) << partitions.status().message();
+  ASSERT_EQ(partitions->size(), 1u);
+  EXPECT_EQ(*partitions->front().GetUint("Size"), 1u);  // the recorded instance, whole
+  auto disks = (*session)->Associated(partitions->front(),
+                                      Associators{"MSFT_DiskToPartition", "MSFT_Disk", "Partition", "Disk"});
+  ASSERT_TRUE(disks.ok() && disks->size() == 1);
+  EXPECT_EQ(*disks->front().GetUint("Number"), 2u);
+  EXPECT_TRUE((*session)
+                  ->Associated(Disk(), Associators{"MSFT_DiskToPartition", "MSFT_Partition", "Partition", ""})
+                  ->empty());  // the disk is not the association's Partition
+  records_.Remove(kStorageNamespace, "MSFT_Partition", [](const Object&) { return true; });
+  EXPECT_TRUE((*session)->Associated(Disk(), Associators{"MSFT_DiskToPartition", "MSFT_Partition", "", ""})->empty());
+  EXPECT_EQ((*session)->Associated(Disk(), Associators{"MSFT_DiskToVolume", "MSFT_Partition", "", ""}).status().code(),
+            Code::kUnimplemented);
 }
 
 TEST_F(RecordedWmiTest, UnrecordedNamespacesAndClassesAreUnimplemented) {

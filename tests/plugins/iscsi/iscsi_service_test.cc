@@ -26,7 +26,7 @@ class CountingBackend final : public IscsiBackend {
  public:
   CountingBackend(std::unique_ptr<IscsiBackend> real, std::atomic<int>& mutating_calls)
       : real_(std::move(real)), calls_(mutating_calls) {}
-  std::vector<Portal> ListPortals() override { return real_->ListPortals(); }
+  StatusOr<std::vector<Portal>> ListPortals() override { return real_->ListPortals(); }
   Status AddPortal(const Portal& p) override { return ++calls_, real_->AddPortal(p); }
   Status RemovePortal(const Portal& p) override { return ++calls_, real_->RemovePortal(p); }
   StatusOr<std::vector<std::string>> DiscoverTargets(const Portal& p) override {
@@ -100,29 +100,29 @@ PortalRequest At(const std::string& address, uint32_t port) { return PortalReque
 
 // Upstream's portal test: empty list, add, the list shows it with port 3260, remove, empty list.
 TEST_F(IscsiServiceTest, PortalSequenceAddListRemove) {
-  EXPECT_TRUE(service_->ListTargetPortals().empty());
+  EXPECT_TRUE(service_->ListTargetPortals()->empty());
   ASSERT_TRUE(service_->AddTargetPortal(At("127.0.0.1", 3260)).ok());
-  auto portals = service_->ListTargetPortals();
+  auto portals = *service_->ListTargetPortals();
   ASSERT_EQ(portals.size(), 1u);
   EXPECT_EQ(portals[0].address, "127.0.0.1");
   EXPECT_EQ(portals[0].port, 3260);
   ASSERT_TRUE(service_->RemoveTargetPortal(At("127.0.0.1", 3260)).ok());
-  EXPECT_TRUE(service_->ListTargetPortals().empty());
+  EXPECT_TRUE(service_->ListTargetPortals()->empty());
 }
 
 TEST_F(IscsiServiceTest, PortalAddedWithPortZeroIsListedWithPort3260) {
   ASSERT_TRUE(service_->AddTargetPortal(At("127.0.0.1", 0)).ok());
-  auto portals = service_->ListTargetPortals();
+  auto portals = *service_->ListTargetPortals();
   ASSERT_EQ(portals.size(), 1u);
   EXPECT_EQ(portals[0].port, 3260);
   ASSERT_TRUE(service_->RemoveTargetPortal(At("127.0.0.1", 0)).ok());
-  EXPECT_TRUE(service_->ListTargetPortals().empty());
+  EXPECT_TRUE(service_->ListTargetPortals()->empty());
 }
 
 TEST_F(IscsiServiceTest, AddingAPortalTwiceListsItOnce) {
   ASSERT_TRUE(service_->AddTargetPortal(At("127.0.0.1", 3260)).ok());
   ASSERT_TRUE(service_->AddTargetPortal(At("127.0.0.1", 0)).ok());
-  EXPECT_EQ(service_->ListTargetPortals().size(), 1u);
+  EXPECT_EQ(service_->ListTargetPortals()->size(), 1u);
 }
 
 TEST_F(IscsiServiceTest, RemovingAnUnregisteredPortalSucceeds) {
@@ -134,7 +134,7 @@ TEST_F(IscsiServiceTest, PortalsAndTheMutualSecretSurviveARestart) {
   ASSERT_TRUE(service_->AddTargetPortal(At("storage.example.com", 13260)).ok());
   ASSERT_TRUE(service_->SetMutualChapSecret("mutual-secret-1").ok());
   StartService();
-  auto portals = service_->ListTargetPortals();
+  auto portals = *service_->ListTargetPortals();
   ASSERT_EQ(portals.size(), 2u);
   EXPECT_EQ(portals[0], (Portal{"127.0.0.1", 3260}));
   EXPECT_EQ(portals[1], (Portal{"storage.example.com", 13260}));
