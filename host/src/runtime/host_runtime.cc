@@ -348,7 +348,11 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     return report;
   }
   std::map<std::string, std::string> instances;
-  for (const auto& [name, runtime] : groups_) instances[name] = runtime->fingerprint();
+  for (const auto& [name, runtime] : groups_) {
+    // An isolated group that failed is loaded again (a new runner) even when nothing about it changed.
+    instances[name] =
+        runtime->state() == GroupRuntime::State::kFailed ? "failed\n" + runtime->fingerprint() : runtime->fingerprint();
+  }
   std::map<std::string, std::string> identities;
   for (const auto& g : loaded->groups) {
     if (g.enabled) identities[g.library] = LibraryFileIdentity(g.library);

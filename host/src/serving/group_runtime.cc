@@ -63,6 +63,11 @@ StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& gr
                     "group '" + group.name + "' (" + group.library + "): " + conflict.message());
     }
     for (uint32_t i = 0; i < d.method_paths.size(); ++i) runtime->runner_methods_[d.method_paths[i]] = i;
+    // The supervisor's thread ends in Stop, before the watchers go.
+    runtime->runner_->OnAvailability([self = runtime.get()](bool) {
+      std::lock_guard lock(self->watchers_mu_);
+      for (const auto& [key, changed] : self->watchers_) changed();
+    });
     runtime->group_ = group.name;  // the runner refuses a library answering another group, as LoadPlugin does
     runtime->plugin_version_ = d.plugin_version;
     runtime->abi_version_ = d.abi_version;
@@ -271,8 +276,16 @@ GroupRuntime::State GroupRuntime::state() const {
   return state;
 }
 
-void GroupRuntime::OnAvailability(std::function<void(bool)> listener) {
-  if (runner_) runner_->OnAvailability(std::move(listener));
+bool GroupRuntime::Available() const { return !runner_ || !runner_->usage().failed; }
+
+void GroupRuntime::AddWatcher(const void* key, std::function<void()> changed) {
+  std::lock_guard lock(watchers_mu_);
+  watchers_[key] = std::move(changed);
+}
+
+void GroupRuntime::RemoveWatcher(const void* key) {
+  std::lock_guard lock(watchers_mu_);
+  watchers_.erase(key);
 }
 
 GroupRuntime::Usage GroupRuntime::usage() const {

@@ -65,6 +65,9 @@ class GroupRuntime final : public CallDispatcher {
   // CallDispatcher: runs the handler within the group's budget, or inline when the method is declared
   // CSI_PROXY_METHOD_NONBLOCKING.
   Status Dispatch(const MethodHandler& handler, CallHandle call) override;
+  bool Available() const override;
+  void AddWatcher(const void* key, std::function<void()> changed) override;
+  void RemoveWatcher(const void* key) override;
 
   // Takes no new calls; lets those in flight finish until `deadline`, then shuts the library down and unloads
   // it. A call still running in the library at the deadline keeps it loaded (never shut down under a running
@@ -85,8 +88,6 @@ class GroupRuntime final : public CallDispatcher {
     RunnerUsage runner;    // an isolated group's runner
   };
   Usage usage() const;
-  // Told when an isolated group turns failed (false), on the runner's supervisor thread; set before serving.
-  void OnAvailability(std::function<void(bool)> listener);
   const GroupExecutor::Limits& limits() const { return executor_.limits(); }
 
   // The identity of a group as configured, for reloads: the group's keys, what the host hands it, its budget, the
@@ -131,6 +132,8 @@ class GroupRuntime final : public CallDispatcher {
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   bool stopped_ = false;
   std::atomic<State> state_{State::kServing};
+  std::mutex watchers_mu_;
+  std::map<const void*, std::function<void()>> watchers_;  // guarded by watchers_mu_, and held while they run
 };
 
 }  // namespace csi_proxy::host
