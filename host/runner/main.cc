@@ -229,7 +229,8 @@ int Serve(int fd, const std::string& name) {
         auto it = calls.find(m.cancel().id());
         if (it != calls.end()) call = it->second.lock();
       }
-      if (call) call->Abandon(CSI_PROXY_STATUS_CANCELLED, "the client cancelled the call");
+      // The host answered it already; the handler still completes it, and the host drops that answer.
+      if (call) call->MarkCancelled();
     } else if (m.has_shutdown()) {
       auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.shutdown().timeout_ms());
       std::vector<std::string> running = runtime->Stop(deadline);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -272,6 +273,151 @@ TEST(Isolation, AGroupThatKeepsCrashingIsMarkedFailedUntilAReload) {
   EXPECT_GT(WaitForNewRunner(crasher, pid, milliseconds(10000)), 0) << host.log();
   EXPECT_EQ(HealthOf(host.endpoint(kCrasher)), "SERVING");
   EXPECT_EQ(StatusOf(host, "crasher").state(), "serving");
+}
+
+// Protobuf's encoding of a message whose field 1 is the string `value` (the filesystem and system groups' requests
+// used here have that one field).
+std::string StringField1(const std::string& value) {
+  return std::string(1, '\x0a') + static_cast<char>(value.size()) + value;
+}
+
+struct Answer {
+  int code;
+  std::string message;
+  std::string response;
+  bool operator==(const Answer& o) const { return code == o.code && message == o.message && response == o.response; }
+};
+std::ostream& operator<<(std::ostream& out, const Answer& a) {
+  return out << "{" << a.code << ", '" << a.message << "', " << a.response.size() << " bytes}";
+}
+
+Answer Ask(HostProcess& host, const std::string& endpoint, const std::string& method, const std::string& request) {
+  std::string response;
+  auto s = CallRaw(Dial(host.endpoint(endpoint)), method, request, &response, milliseconds(10000));
+  std::string message = s.error_message();
+  // Each host has a kubelet directory of its own: the messages are compared without it.
+  for (size_t at; (at = message.find(host.kubelet_dir())) != std::string::npos;) {
+    message.replace(at, host.kubelet_dir().size(), "<kubelet>");
+  }
+  return {s.error_code(), message, response};
+}
+
+TEST(Isolation, TheShippedGroupsAndTheExampleAnswerTheSameIsolatedAsInProcess) {
+  const std::vector<std::string> endpoints = {kEcho, "csi-proxy-filesystem-v1", "csi-proxy-system-v1alpha1"};
+  HostProcess in_process("[groups.echo]\n[groups.filesystem]\n[groups.system]\n");
+  HostProcess isolated(
+      "[groups.echo]\nisolation = \"process\"\n[groups.filesystem]\nisolation = \"process\"\n"
+      "[groups.system]\nisolation = \"process\"\n");
+  ASSERT_TRUE(in_process.Start(endpoints)) << in_process.error();
+  ASSERT_TRUE(isolated.Start(endpoints)) << isolated.error();
+  for (HostProcess* host : {&in_process, &isolated}) fs::create_directories(host->kubelet_dir() + "/present");
+  for (const char* group : {"echo", "filesystem", "system"}) {
+    admin::v1::GroupStatus status = StatusOf(isolated, group);
+    EXPECT_EQ(status.isolation(), "process") << group;
+    EXPECT_GT(status.runner_pid(), 0) << group;
+    EXPECT_NE(status.runner_pid(), isolated.pid()) << group;
+    EXPECT_EQ(StatusOf(in_process, group).isolation(), "in-process") << group;
+  }
+
+  v1::EchoRequest failing = Req("refused on purpose");
+  failing.set_fail_with_code(5);
+  v1::EchoRequest throwing = Req();
+  throwing.set_throw_exception(true);
+  v1::EchoRequest later = Req("later");
+  later.set_delay_ms(20);
+  struct Case {
+    std::string endpoint, method;
+    std::function<std::string(HostProcess&)> request;
+  };
+  auto fixed = [](std::string bytes) { return [bytes](HostProcess&) { return bytes; }; };
+  auto under_kubelet = [](std::string rest) {
+    return [rest](HostProcess& host) { return StringField1(host.kubelet_dir() + rest); };
+  };
+  const std::vector<Case> cases = {
+      {kEcho, "/v1.Echo/Echo", fixed(Req("hello").SerializeAsString())},
+      {kEcho, "/v1.Echo/Echo", fixed(failing.SerializeAsString())},
+      {kEcho, "/v1.Echo/Echo", fixed(throwing.SerializeAsString())},
+      {kEcho, "/v1.Echo/EchoLater", fixed(later.SerializeAsString())},
+      {kEcho, "/v1.Echo/NoSuchMethod", fixed("")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", under_kubelet("/present")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", under_kubelet("/absent")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", fixed(StringField1("/etc/passwd"))},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/Mkdir", under_kubelet("/made/here")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", under_kubelet("/made/here")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", fixed("\xff\xff")},  // not a message
+      {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetBIOSSerialNumber", fixed("")},
+      {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetService", fixed(StringField1("ssh"))},
+      {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetService", fixed(StringField1("no such/service"))},
+  };
+  for (const auto& c : cases) {
+    Answer expected = Ask(in_process, c.endpoint, c.method, c.request(in_process));
+    EXPECT_EQ(Ask(isolated, c.endpoint, c.method, c.request(isolated)), expected) << c.method;
+  }
+  EXPECT_TRUE(fs::is_directory(isolated.kubelet_dir() + "/made/here"));  // the runner did the work
+
+  // The caller's identity reaches the library through the runner as it does in process.
+  v1::WhoAmIResponse who_in, who_isolated;
+  ASSERT_TRUE(Call(Dial(in_process.endpoint(kEcho)), "/v1.Echo/WhoAmI", v1::WhoAmIRequest(), &who_in).ok());
+  ASSERT_TRUE(Call(Dial(isolated.endpoint(kEcho)), "/v1.Echo/WhoAmI", v1::WhoAmIRequest(), &who_isolated).ok());
+  EXPECT_EQ(who_isolated.pid(), getpid());
+  EXPECT_EQ(who_isolated.uid(), who_in.uid());
+  EXPECT_EQ(who_isolated.gid(), who_in.gid());
+  EXPECT_EQ(who_isolated.greeting(), who_in.greeting());
+  EXPECT_GT(who_isolated.deadline_unix_ns(), 0);
+
+  // Reflection's source, as the admin socket describes each endpoint, is the same.
+  for (const auto& endpoint : endpoints) {
+    admin::v1::DescriptorsRequest request;
+    request.set_endpoint(endpoint);
+    admin::v1::DescriptorsResponse a, b;
+    grpc::ClientContext ca, cb;
+    ASSERT_TRUE(admin::v1::Admin::NewStub(Dial(in_process.admin_socket()))->Descriptors(&ca, request, &a).ok());
+    ASSERT_TRUE(admin::v1::Admin::NewStub(Dial(isolated.admin_socket()))->Descriptors(&cb, request, &b).ok());
+    EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString()) << endpoint;
+    EXPECT_GT(b.file_descriptors_size(), 0) << endpoint;
+  }
+}
+
+std::string IsolatedBlocker(const std::string& tag) {
+  return "[groups.blocker]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-blocker1.so\"\n" +
+         "isolation = \"process\"\ntag = \"" + tag + "\"\n";
+}
+
+TEST(Isolation, AnUpgradeStartsTheNewRunnerBeforeTheOldOneDrains) {
+  const std::string kBlocker = "csi-proxy-blocker-v1";
+  HostProcess host(IsolatedBlocker("a"), "shutdown_timeout_seconds = 20\n");
+  ASSERT_TRUE(host.Start({kBlocker})) << host.error();
+  auto channel = Dial(host.endpoint(kBlocker));
+  const std::vector<pid_t> old_runner = ChildrenOf(host.pid());
+  ASSERT_EQ(old_runner.size(), 1u);
+  auto blocked = std::async(std::launch::async, [&] {
+    v1::EchoRequest req = Req();
+    req.set_delay_ms(3000);
+    v1::EchoResponse resp;
+    grpc::Status s = Call(channel, "/v1.Blocker/Block", req, &resp, milliseconds(20000));
+    return s.ok() ? resp.text() : "error: " + s.error_message();
+  });
+  std::this_thread::sleep_for(milliseconds(300));  // the call runs in the old runner
+  host.WriteConfig(IsolatedBlocker("b"), "shutdown_timeout_seconds = 20\n");
+  auto reloaded = std::async(std::launch::async, [&] { return host.Reload(); });
+
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  std::string tag;
+  while (Clock::now() < deadline) {
+    v1::EchoResponse resp;
+    if (Call(channel, "/v1.Blocker/Tag", Req(), &resp, milliseconds(1000)).ok()) tag = resp.text();
+    if (tag == "1.0.0:b") break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(tag, "1.0.0:b");                                                  // the new runner serves...
+  EXPECT_EQ(blocked.wait_for(milliseconds(0)), std::future_status::timeout);  // ...while the old one drains
+  EXPECT_EQ(ChildrenOf(host.pid()).size(), 2u);
+  EXPECT_EQ(blocked.get(), "a");
+  ASSERT_TRUE(reloaded.get()) << host.log();
+  std::vector<pid_t> now = ChildrenOf(host.pid());
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], old_runner[0]);
+  EXPECT_TRUE(Gone(old_runner[0]));
 }
 
 TEST(Isolation, AnIsolationValueThatIsNotKnownIsRefusedWithItsLine) {

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "config/trusted_files.h"
 #include "isolation/runner_protocol.h"
@@ -337,6 +338,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     {
       std::lock_guard lock(mu_);
       calls.swap(calls_);
+      cancel_sent_.clear();
     }
     for (auto& [id, call] : calls) call->Complete(CSI_PROXY_STATUS_UNAVAILABLE, why, {});
   }
@@ -349,8 +351,21 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       if (it == calls_.end()) return;  // answered already (a forged or repeated id changes nothing)
       call = std::move(it->second);
       calls_.erase(it);
+      cancel_sent_.erase(c.id());
     }
     call->Complete(c.code(), c.message(), c.response());
+  }
+
+  // Tells the runner of the calls the host answered without them (the client cancelled, or gave up at its
+  // deadline), so that their handlers see them cancelled, as call_is_cancelled says in process.
+  void ForwardCancellations() {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, call] : calls_) {
+      if (!call->IsCancelled() || !cancel_sent_.insert(id).second) continue;
+      runner_proto::RunnerMessage message;
+      message.mutable_cancel()->set_id(id);
+      AppendFrame(message, out_);
+    }
   }
 
   // The oldest call still running past its deadline by hang_restart_seconds, or empty.
@@ -410,6 +425,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       }
       if (now - last_hang_check > std::chrono::milliseconds(200)) {
         last_hang_check = now;
+        ForwardCancellations();
         if (std::string hung = HungCall(); !hung.empty()) {
           kill(s.pid, SIGKILL);
           killed = "the host killed it: " + hung + " was still running " + std::to_string(hang_restart_.count()) +
@@ -589,6 +605,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   pid_t pid_ = 0;
   std::string out_;  // frames the socket has not taken yet
   std::unordered_map<uint64_t, CallHandle> calls_;
+  std::unordered_set<uint64_t> cancel_sent_;  // calls whose cancellation the runner was told of
   uint64_t next_id_ = 0;
   uint64_t restarts_ = 0;
   std::string last_exit_;
