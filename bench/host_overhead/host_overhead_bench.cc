@@ -1,6 +1,7 @@
 // Host overhead: the same trivial Echo handler served
 //   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library, once without
-//       and once with Prometheus metrics ([host] metrics_address), which record every call;
+//       and once with Prometheus metrics ([host] metrics_address), which record every call, and once with the
+//       group isolated (isolation = "process": the library in its runner, one more hop over a socket pair);
 //   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback, and
 //       callback again taking its connections the way the host does (accepted, then handed to gRPC by fd).
 // One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -106,6 +108,28 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   return r;
 }
 
+// The host's one child: the isolated group's runner.
+pid_t RunnerOf(pid_t host) {
+  std::ifstream children("/proc/" + std::to_string(host) + "/task/" + std::to_string(host) + "/children");
+  pid_t child = -1;
+  children >> child;
+  if (child > 0) return child;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(host) + "/task")) {
+    std::ifstream c(task.path() / "children");
+    if (c >> child) return child;
+  }
+  return -1;
+}
+
+// Proportional set size (the shared pages divided among their sharers), in KiB; -1 when unreadable.
+int64_t PssKib(pid_t pid) {
+  std::ifstream rollup("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  for (std::string line; std::getline(rollup, line);) {
+    if (line.rfind("Pss:", 0) == 0) return std::stoll(line.substr(4));
+  }
+  return -1;
+}
+
 std::string SelfDir() { return std::filesystem::read_symlink("/proc/self/exe").parent_path().string(); }
 
 int Main(int argc, char** argv) {
@@ -128,11 +152,17 @@ int Main(int argc, char** argv) {
     std::cerr << "with metrics: " << started.status().message() << "\n";
     return 1;
   }
+  BenchHost isolated({}, "workers = " + std::to_string(kWorkers) + "\n", "[groups.echo]\nisolation = \"process\"\n");
+  if (auto started = isolated.Start({"csi-proxy-echo-v1"}); !started.ok()) {
+    std::cerr << "isolated: " << started.status().message() << "\n";
+    return 1;
+  }
   TempDir scratch("csi-proxy-bench-baseline");
   std::string baseline = SelfDir() + "/csi-proxy-bench-echo-baseline";
   std::vector<ChildProcess> baselines;
   std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()},
-                                 {"host-metrics", metered.endpoint("csi-proxy-echo-v1"), metered.pid()}};
+                                 {"host-metrics", metered.endpoint("csi-proxy-echo-v1"), metered.pid()},
+                                 {"host-isolated", isolated.endpoint("csi-proxy-echo-v1"), isolated.pid()}};
   // The last takes its connections as the host does (it accepts them and hands each to gRPC).
   for (std::string mode : {"sync", "callback", "callback-fd"}) {
     std::string socket = scratch.Sub(mode + ".sock");
@@ -172,6 +202,16 @@ int Main(int argc, char** argv) {
     ProcessMemory m = ReadProcessMemory(s.pid);
     results.Add("overhead", s.id, "idle", "rss_kib", static_cast<double>(m.rss_kib), "KiB");
     results.Add("overhead", s.id, "idle", "threads", static_cast<double>(m.threads), "");
+  }
+  // What an isolated group costs at rest: its runner's memory (RSS; PSS shares the library pages it has in
+  // common with the host) and threads.
+  if (pid_t runner = RunnerOf(isolated.pid()); runner > 0) {
+    ProcessMemory m = ReadProcessMemory(runner);
+    results.Add("overhead", "runner", "idle", "rss_kib", static_cast<double>(m.rss_kib), "KiB");
+    results.Add("overhead", "runner", "idle", "pss_kib", static_cast<double>(PssKib(runner)), "KiB");
+    results.Add("overhead", "runner", "idle", "threads", static_cast<double>(m.threads), "");
+  } else {
+    results.Note("overhead", "the isolated host has no runner to measure");
   }
   results.Add("overhead", "config", "", "workers", kWorkers, "");
   results.Add("overhead", "config", "", "rounds", rounds, "");
@@ -215,6 +255,7 @@ int Main(int argc, char** argv) {
   for (auto& b : baselines) b.Stop();
   if (auto stopped = host.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
   if (auto stopped = metered.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
+  if (auto stopped = isolated.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
   return results.Write() ? 0 : 1;
 }
 

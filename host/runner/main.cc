@@ -35,17 +35,26 @@ class Link {
   explicit Link(int fd) : fd_(fd) {}
 
   void Send(const runner_proto::RunnerMessage& message) {
+    if (corked_) {
+      // Answers of calls run inline while the main thread takes a batch of calls: written together after it.
+      AppendFrame(message, corked_frames_);
+      return;
+    }
     std::string frame;
     AppendFrame(message, frame);
-    std::lock_guard lock(write_mu_);
-    size_t at = 0;
-    while (at < frame.size()) {
-      ssize_t n = send(fd_, frame.data() + at, frame.size() - at, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) std::_Exit(kExitLostSocket);  // the host is gone, or the socket is: nothing left to serve
-      at += static_cast<size_t>(n);
-    }
+    Write(frame);
   }
+
+  // While corked, what the main thread sends waits until Uncork, so that a batch of calls read at once is answered
+  // with one write rather than one per call.
+  void Cork() { corked_ = true; }
+  void Uncork() {
+    corked_ = false;
+    if (!corked_frames_.empty()) Write(corked_frames_);
+    corked_frames_.clear();
+  }
+  // Whether the bytes received hold another whole message, which the next Receive returns without a read.
+  bool HasMessage() const { return reader_.HasFrame(); }
 
   // The next message from the host; false when the host closed the socket.
   bool Receive(runner_proto::RunnerMessage& out) {
@@ -63,10 +72,26 @@ class Link {
   }
 
  private:
+  void Write(const std::string& bytes) {
+    std::lock_guard lock(write_mu_);
+    size_t at = 0;
+    while (at < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) std::_Exit(kExitLostSocket);  // the host is gone, or the socket is: nothing left to serve
+      at += static_cast<size_t>(n);
+    }
+  }
+
+  // Set only by the main thread, and read only on it: other threads' sends are never corked.
+  static thread_local bool corked_;
+  std::string corked_frames_;
   const int fd_;
   std::mutex write_mu_;
   FrameReader reader_;  // the main thread's only
 };
+
+thread_local bool Link::corked_ = false;
 
 // The runner's log goes to the host's: the library's host->log lines and the runner's own, at their levels.
 class ForwardSink final : public spdlog::sinks::base_sink<std::mutex> {
@@ -195,6 +220,14 @@ int Serve(int fd, const std::string& name) {
     calls.erase(id);
   };
   while (link.Receive(m)) {
+    // Answers of this batch's inline calls go out in one write once no whole message is left to take.
+    link.Cork();
+    struct Uncork {
+      Link& link;
+      ~Uncork() {
+        if (!link.HasMessage()) link.Uncork();
+      }
+    } uncork{link};
     if (m.has_call()) {
       const runner_proto::Call& c = m.call();
       if (c.method() >= methods.size()) {

@@ -33,6 +33,14 @@ void FrameReader::Feed(std::string_view bytes) {
   Filled(bytes.size());
 }
 
+bool FrameReader::HasFrame() const {
+  if (pending() < kRunnerFrameHeaderBytes) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
+  uint32_t length = 0;
+  for (size_t i = 0; i < kRunnerFrameHeaderBytes; ++i) length |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return pending() >= kRunnerFrameHeaderBytes + length;  // a length over the limit: Next says so
+}
+
 StatusOr<bool> FrameReader::Next(runner_proto::RunnerMessage& out) {
   if (pending() < kRunnerFrameHeaderBytes) return false;
   const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);

@@ -39,6 +39,8 @@ class FrameReader {
   StatusOr<bool> Next(runner_proto::RunnerMessage& out);
   // Bytes received and not yet taken as messages.
   size_t pending() const { return end_ - begin_; }
+  // Whether those bytes hold a whole frame, which Next returns without another read.
+  bool HasFrame() const;
 
  private:
   std::string buffer_;

@@ -439,6 +439,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
           ssize_t n = recv(s.sock.get(), space, 64 * 1024, MSG_DONTWAIT);
           if (n > 0) {
             reader.Filled(static_cast<size_t>(n));
+            if (n < 64 * 1024) break;  // all there was: poll says when there is more
             continue;
           }
           if (n < 0 && errno == EINTR) continue;

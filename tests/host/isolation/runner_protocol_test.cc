@@ -103,7 +103,9 @@ TEST(RunnerFrames, AnIncompleteFrameWaitsForTheRest) {
   auto next = reader.Next(m);
   ASSERT_TRUE(next.ok());
   EXPECT_FALSE(*next);
+  EXPECT_FALSE(reader.HasFrame());
   reader.Feed(std::string_view(frame).substr(frame.size() - 1));
+  EXPECT_TRUE(reader.HasFrame());
   next = reader.Next(m);
   ASSERT_TRUE(next.ok() && *next);
   EXPECT_EQ(m.call().id(), 9u);
