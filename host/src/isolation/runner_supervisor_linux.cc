@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -297,8 +298,15 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       dfl.sa_handler = SIG_DFL;
       for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
       if (dup2(devnull.get(), 0) < 0 || dup2(theirs.get(), 3) < 0) _exit(127);
-      // Every other descriptor goes at the exec (the executable's own is needed until then).
-      syscall(SYS_close_range, 4u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+      // Every other descriptor goes at the exec (the executable's own is needed until then); a kernel before 5.11
+      // has no CLOSE_RANGE_CLOEXEC, and then they are closed one by one.
+      if (syscall(SYS_close_range, 4u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
+        rlimit files{};
+        getrlimit(RLIMIT_NOFILE, &files);
+        for (int fd = 4; fd < static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20)); ++fd) {
+          if (fd != exe_fd.get()) close(fd);
+        }
+      }
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -320,13 +328,18 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // Waits for the runner to end (its socket is gone, so it is ending or lost its socket), kills it when it has
   // not ended within `grace`, reaps it; how it ended.
   std::string Reap(Spawned& s, std::chrono::milliseconds grace, bool host_killed) {
+    int status = 0;
     if (s.pidfd.get() >= 0) {
       pollfd p{s.pidfd.get(), POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(grace.count())) == 0) kill(s.pid, SIGKILL);
     } else {
+      // No pidfd (a kernel before 5.3): asked every 10 ms instead.
+      for (auto end = SteadyClock::now() + grace; SteadyClock::now() < end;) {
+        if (waitpid(s.pid, &status, WNOHANG) == s.pid) return DescribeWaitStatus(status, host_killed);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
       kill(s.pid, SIGKILL);
     }
-    int status = 0;
     while (waitpid(s.pid, &status, 0) < 0 && errno == EINTR) {
     }
     return DescribeWaitStatus(status, host_killed);
@@ -519,10 +532,15 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       }
       bool stopping;
       {
+        // Calls sent from here on are refused at once: none may reach the next runner unanswered here.
         std::lock_guard lock(mu_);
         sock_ = -1;
         pid_ = 0;
         out_.clear();
+        if (phase_ == Phase::kUp) {
+          phase_ = Phase::kDown;
+          down_reason_ = "group '" + group_ + "': its runner ended; it is being restarted, retry";
+        }
         stopping = stopping_;
         last_exit_ = how;
       }
