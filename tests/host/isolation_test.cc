@@ -168,8 +168,8 @@ TEST_P(IsolatedCrash, FailsOnlyItsOwnCallsAndTheGroupServesAgain) {
   v1::EchoResponse resp;
   // The hang's deadline is short (its runner is killed a second after it); the others have time to end their runner.
   const bool hang = std::string(GetParam().method) == "Hang";
-  auto crashed = Call(crasher, std::string("/v1.Crasher/") + GetParam().method, Req(), &resp,
-                      milliseconds(hang ? 1000 : 15000));
+  auto crashed =
+      Call(crasher, std::string("/v1.Crasher/") + GetParam().method, Req(), &resp, milliseconds(hang ? 1000 : 15000));
   EXPECT_FALSE(crashed.ok());
   if (hang) {
     EXPECT_EQ(crashed.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << crashed.error_message();
