@@ -4,6 +4,7 @@
 // budget), describes what the library registered, then runs the calls the host sends and sends their answers and
 // its log lines back. It ends when the host says so, when the host goes (its socket closes, or the kernel's
 // PR_SET_PDEATHSIG), or when the library crashes it, which is what it is for.
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -282,6 +283,9 @@ int Serve(int fd, const std::string& name) {
 int main(int argc, char** argv) {
   using namespace csi_proxy::host;
   prctl(PR_SET_NAME, "csi-proxy-run");  // the kernel names a process run from a descriptor by its number
+  // The host stops its runners itself, after its calls drained: a stop sent to the whole service (systemd's
+  // SIGTERM to the unit's processes, Ctrl-C to the terminal's process group) must not end them first.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
   std::string group;
   int fd = -1;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -423,6 +423,22 @@ TEST(Isolation, AnUpgradeStartsTheNewRunnerBeforeTheOldOneDrains) {
   EXPECT_TRUE(Gone(old_runner[0]));
 }
 
+// systemd stops a service by sending SIGTERM to each of its processes, and Ctrl-C reaches the whole process group:
+// the runners leave their stop to the host, which drains their calls first.
+TEST(Isolation, ARunnerLeavesAServiceWideStopSignalToTheHost) {
+  HostProcess host(CrasherGroup());
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t runner = CrasherPid(crasher);
+  ASSERT_GT(runner, 0);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ASSERT_EQ(kill(runner, sig), 0);
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(CrasherPid(crasher), runner);
+  EXPECT_EQ(StatusOf(host, "crasher").restarts(), 0u);
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  EXPECT_TRUE(Gone(runner));
+}
+
 TEST(Isolation, AnIsolationValueThatIsNotKnownIsRefusedWithItsLine) {
   HostProcess host("[groups.echo]\nisolation = \"container\"\n");
   EXPECT_EQ(host.RunToExit({"--check-config"}), 1) << host.log();
