@@ -9,6 +9,9 @@ build_pkgs=(
   libboost-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libblkid-dev libfdisk-dev libmount-dev libsystemd-dev
+  # An isolated group's runner confines itself (capability sets, a system call filter); the test of the
+  # non-blocking methods traps on the system calls they must never make.
+  libcap-dev libseccomp-dev
   prometheus-cpp-dev grpc-proto
   clang libclang-rt-14-dev
   # The Windows build (scripts/windows/build-deps.sh) and its tests under Wine.

@@ -90,14 +90,14 @@ class Http2Probe {
 }  // namespace
 
 BenchHost::BenchHost(const std::vector<std::string>& groups, const std::string& host_keys,
-                     const std::string& extra_toml)
+                     const std::string& extra_toml, const std::string& binary)
     : groups_(groups),
       host_keys_((host_keys.find("log_level") == std::string::npos ? "log_level = \"info\"\n" : "") +
                  std::string(host_keys.find("shutdown_timeout_seconds") == std::string::npos
                                  ? "shutdown_timeout_seconds = 5\n"
                                  : "") +
                  host_keys),
-      host_(GroupTables(extra_toml), host_keys_) {}
+      host_(GroupTables(extra_toml), host_keys_, testing::HostOptions{.binary = binary}) {}
 
 BenchHost::~BenchHost() {
   if (host_.running()) (void)Stop();

@@ -25,9 +25,9 @@ class BenchHost {
   // `groups` are enabled with their default settings; `host_keys` are extra lines for [host]; `extra_toml` is
   // appended as it is (tables of further groups, e.g. one whose library the benchmark built itself). Endpoints,
   // kubelet tree and state live in the host's temporary directory. Unless `host_keys` say otherwise, the host
-  // logs at level info and gives calls 5 s at a stop.
+  // logs at level info and gives calls 5 s at a stop. `binary`: another build of csi-proxy than the tree's.
   BenchHost(const std::vector<std::string>& groups, const std::string& host_keys = "",
-            const std::string& extra_toml = "");
+            const std::string& extra_toml = "", const std::string& binary = "");
   ~BenchHost();
 
   // What the configuration would serve (csi-proxy --check-config), and the refusals it reports.

@@ -1,6 +1,8 @@
 // Host overhead: the same trivial Echo handler served
-//   (a) by csi-proxy: the host's router and worker pool, the C ABI and the example group library, once without
-//       and once with Prometheus metrics ([host] metrics_address), which record every call, and once with the
+//   (a) by csi-proxy: the host's router, the C ABI and the example group library (whose Echo is declared
+//       NONBLOCKING), once without and once with Prometheus metrics ([host] metrics_address), which record every
+//       call; and a third time with a library built against the plain C header (tests/host/fixtures/version1.c,
+//       no flags: its Echo runs within the group's budget, as every third-party method does); and with the echo
 //       group isolated (isolation = "process": the library in its runner, one more hop over a socket pair);
 //   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback, and
 //       callback again taking its connections the way the host does (accepted, then handed to gRPC by fd).
@@ -12,10 +14,15 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "bench_host.h"
 #include "child_process.h"
@@ -35,10 +42,39 @@ constexpr const char* kMethod = "/v1.Echo/Echo";
 constexpr int kWorkers = 16;  // the host's default worker pool; the sync baseline gets as many threads
 
 struct Server {
-  std::string id;  // record subject: host, host-metrics, grpc-sync, grpc-callback
+  std::string id;  // record subject: host, host-metrics, host-blocking, grpc-sync, grpc-callback, grpc-callback-fd
   std::string socket;
   pid_t pid = -1;
 };
+
+// Context switches (voluntary and not) of each thread of `pid` so far, by thread id. Their growth over a round,
+// per call, says how many times a call made the server's threads sleep or give way.
+std::map<std::string, int64_t> ContextSwitches(pid_t pid) {
+  std::map<std::string, int64_t> by_thread;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream status(task.path() / "status");
+    int64_t count = 0;
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("voluntary_ctxt_switches:") || line.starts_with("nonvoluntary_ctxt_switches:")) {
+        count += std::stoll(line.substr(line.find(':') + 1));
+      }
+    }
+    by_thread[task.path().filename().string()] = count;
+  }
+  return by_thread;
+}
+
+// The switches between two readings: those of threads that ended in between are lost (the sync server ends idle
+// threads), those of threads started in between count whole.
+int64_t SwitchesBetween(const std::map<std::string, int64_t>& before, const std::map<std::string, int64_t>& after) {
+  int64_t total = 0;
+  for (const auto& [tid, count] : after) {
+    auto it = before.find(tid);
+    total += count - (it == before.end() ? 0 : it->second);
+  }
+  return total;
+}
 
 struct LoadResult {
   double calls_per_s = 0;
@@ -47,6 +83,7 @@ struct LoadResult {
   std::string first_error;
   int64_t rss_peak_kib = -1;
   int64_t threads_peak = -1;
+  double switches_per_call = 0;
 };
 
 // `clients` threads, each with its own connection, call the server back to back for `duration`.
@@ -84,6 +121,7 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   }
   while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   LoadResult r;
+  const auto switches_before = ContextSwitches(server.pid);
   auto start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   auto end = start + duration;
@@ -105,6 +143,8 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
     r.latency.Merge(samples[i]);
   }
   r.calls_per_s = static_cast<double>(total) / elapsed;
+  if (total > 0)
+    r.switches_per_call = static_cast<double>(SwitchesBetween(switches_before, ContextSwitches(server.pid))) / total;
   return r;
 }
 
@@ -132,39 +172,72 @@ int64_t PssKib(pid_t pid) {
 
 std::string SelfDir() { return std::filesystem::read_symlink("/proc/self/exe").parent_path().string(); }
 
+// --servers=host,grpc-sync,... measures only those (all when absent); --rounds=N overrides the rounds;
+// --reference-host=PATH also measures the blocking method through another build of csi-proxy (e.g. the commit
+// before a change of the call path), as host-blocking-ref, interleaved with the rest.
+struct Selection {
+  std::set<std::string> servers;
+  int rounds = 0;
+  std::string reference_host;
+  bool Wants(const std::string& id) const { return servers.empty() || servers.contains(id); }
+};
+Selection ParseSelection(int argc, char** argv) {
+  Selection sel;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.starts_with("--servers=")) {
+      std::istringstream list(a.substr(std::strlen("--servers=")));
+      for (std::string id; std::getline(list, id, ',');) sel.servers.insert(id);
+    } else if (a.starts_with("--rounds=")) {
+      sel.rounds = std::stoi(a.substr(std::strlen("--rounds=")));
+    } else if (a.starts_with("--reference-host=")) {
+      sel.reference_host = a.substr(std::strlen("--reference-host="));
+    }
+  }
+  return sel;
+}
+
 int Main(int argc, char** argv) {
   InstallCleanupHandlers();
   CommonFlags flags = ParseCommonFlags(&argc, argv);
+  const Selection selection = ParseSelection(argc, argv);
   // Rounds of every server are interleaved; the median of 9 rides out bursts of other work on a shared machine.
-  const int rounds = flags.quick ? 2 : 9;
+  const int rounds = selection.rounds > 0 ? selection.rounds : flags.quick ? 2 : 9;
   const auto duration = std::chrono::milliseconds(flags.quick ? 300 : 1000);
   const std::vector<int> concurrency = {1, 16, 64};
   Results& results = Results::Get();
 
-  BenchHost host({"echo"}, "workers = " + std::to_string(kWorkers) + "\n");
-  if (auto started = host.Start({"csi-proxy-echo-v1"}); !started.ok()) {
-    std::cerr << started.status().message() << "\n";
-    return 1;
-  }
-  BenchHost metered({"echo"}, "workers = " + std::to_string(kWorkers) + "\nmetrics_address = \"127.0.0.1:" +
-                                  std::to_string(test_support::FreeLoopbackPort()) + "\"\n");
-  if (auto started = metered.Start({"csi-proxy-echo-v1"}); !started.ok()) {
-    std::cerr << "with metrics: " << started.status().message() << "\n";
-    return 1;
-  }
-  BenchHost isolated({}, "workers = " + std::to_string(kWorkers) + "\n", "[groups.echo]\nisolation = \"process\"\n");
-  if (auto started = isolated.Start({"csi-proxy-echo-v1"}); !started.ok()) {
-    std::cerr << "isolated: " << started.status().message() << "\n";
-    return 1;
+  const std::string workers = "workers = " + std::to_string(kWorkers) + "\n";
+  BenchHost host({"echo"}, workers);
+  BenchHost metered(
+      {"echo"}, workers + "metrics_address = \"127.0.0.1:" + std::to_string(test_support::FreeLoopbackPort()) + "\"\n");
+  // The library built against the plain C header, from the bench's own folder (never the host's plugin_dir).
+  const std::string plain_c_group =
+      "[groups.version1]\nenabled = true\nlibrary = \"" CSI_PROXY_BENCH_PLUGIN_DIR "/libcsi-proxy-version1.so\"\n";
+  BenchHost blocking({}, workers, plain_c_group);
+  BenchHost reference({}, workers, plain_c_group, selection.reference_host);
+  BenchHost isolated({}, workers, "[groups.echo]\nisolation = \"process\"\n");
+  std::vector<Server> servers;
+  std::vector<BenchHost*> started_hosts;
+  for (auto [id, bench_host, endpoint] :
+       {std::tuple{"host", &host, "csi-proxy-echo-v1"}, std::tuple{"host-metrics", &metered, "csi-proxy-echo-v1"},
+        std::tuple{"host-blocking", &blocking, "csi-proxy-version1-v1"},
+        std::tuple{"host-blocking-ref", &reference, "csi-proxy-version1-v1"},
+        std::tuple{"host-isolated", &isolated, "csi-proxy-echo-v1"}}) {
+    if (!selection.Wants(id) || (bench_host == &reference && selection.reference_host.empty())) continue;
+    if (auto started = bench_host->Start({endpoint}); !started.ok()) {
+      std::cerr << id << ": " << started.status().message() << "\n";
+      return 1;
+    }
+    servers.push_back({id, bench_host->endpoint(endpoint), bench_host->pid()});
+    started_hosts.push_back(bench_host);
   }
   TempDir scratch("csi-proxy-bench-baseline");
   std::string baseline = SelfDir() + "/csi-proxy-bench-echo-baseline";
   std::vector<ChildProcess> baselines;
-  std::vector<Server> servers = {{"host", host.endpoint("csi-proxy-echo-v1"), host.pid()},
-                                 {"host-metrics", metered.endpoint("csi-proxy-echo-v1"), metered.pid()},
-                                 {"host-isolated", isolated.endpoint("csi-proxy-echo-v1"), isolated.pid()}};
   // The last takes its connections as the host does (it accepts them and hands each to gRPC).
   for (std::string mode : {"sync", "callback", "callback-fd"}) {
+    if (!selection.Wants("grpc-" + mode)) continue;
     std::string socket = scratch.Sub(mode + ".sock");
     std::vector<std::string> argv = {baseline, "--socket", socket, "--threads", std::to_string(kWorkers)};
     argv.insert(argv.end(), {"--mode", mode == "sync" ? "sync" : "callback"});
@@ -177,6 +250,7 @@ int Main(int argc, char** argv) {
     servers.push_back({"grpc-" + mode, socket, child->pid()});
     baselines.push_back(std::move(*child));
   }
+  for (const Server& s : servers) std::fprintf(stderr, "%-16s pid %d\n", s.id.c_str(), static_cast<int>(s.pid));
 
   v1::EchoRequest req;
   req.set_text("ping");
@@ -205,12 +279,12 @@ int Main(int argc, char** argv) {
   }
   // What an isolated group costs at rest: its runner's memory (RSS; PSS shares the library pages it has in
   // common with the host) and threads.
-  if (pid_t runner = RunnerOf(isolated.pid()); runner > 0) {
+  if (pid_t runner = selection.Wants("host-isolated") ? RunnerOf(isolated.pid()) : -1; runner > 0) {
     ProcessMemory m = ReadProcessMemory(runner);
     results.Add("overhead", "runner", "idle", "rss_kib", static_cast<double>(m.rss_kib), "KiB");
     results.Add("overhead", "runner", "idle", "pss_kib", static_cast<double>(PssKib(runner)), "KiB");
     results.Add("overhead", "runner", "idle", "threads", static_cast<double>(m.threads), "");
-  } else {
+  } else if (selection.Wants("host-isolated")) {
     results.Note("overhead", "the isolated host has no runner to measure");
   }
   results.Add("overhead", "config", "", "workers", kWorkers, "");
@@ -221,6 +295,7 @@ int Main(int argc, char** argv) {
     std::string param = std::to_string(clients) + (clients == 1 ? " client" : " clients");
     std::vector<LatencySamples> latency(servers.size());
     std::vector<std::vector<double>> rates(servers.size());
+    std::vector<std::vector<double>> switches(servers.size());
     std::vector<int64_t> rss_peak(servers.size(), -1), threads_peak(servers.size(), -1);
     for (int round = 0; round < rounds; ++round) {
       for (size_t k = 0; k < servers.size(); ++k) {
@@ -230,9 +305,11 @@ int Main(int argc, char** argv) {
           results.Note("overhead", servers[i].id + " with " + param + ": " + std::to_string(r.failures) +
                                        " failed calls, first: " + r.first_error);
         }
-        std::fprintf(stderr, "%-14s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us\n", servers[i].id.c_str(),
-                     param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50), r.latency.PercentileUs(99));
+        std::fprintf(stderr, "%-16s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us  %5.2f switches/call\n",
+                     servers[i].id.c_str(), param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50),
+                     r.latency.PercentileUs(99), r.switches_per_call);
         rates[i].push_back(r.calls_per_s);
+        switches[i].push_back(r.switches_per_call);
         latency[i].Merge(r.latency);
         rss_peak[i] = std::max(rss_peak[i], r.rss_peak_kib);
         threads_peak[i] = std::max(threads_peak[i], r.threads_peak);
@@ -249,13 +326,14 @@ int Main(int argc, char** argv) {
       results.Add("overhead", id, param, "samples", static_cast<double>(latency[i].size()), "");
       results.Add("overhead", id, param, "rss_peak_kib", static_cast<double>(rss_peak[i]), "KiB");
       results.Add("overhead", id, param, "threads_peak", static_cast<double>(threads_peak[i]), "");
+      results.Add("overhead", id, param, "switches_per_call", Median(switches[i]), "");
     }
   }
 
   for (auto& b : baselines) b.Stop();
-  if (auto stopped = host.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
-  if (auto stopped = metered.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
-  if (auto stopped = isolated.Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
+  for (BenchHost* h : started_hosts) {
+    if (auto stopped = h->Stop(); !stopped.ok()) results.Note("overhead", stopped.status().message());
+  }
   return results.Write() ? 0 : 1;
 }
 

@@ -184,6 +184,7 @@ std::string PrevText(const std::map<std::string, double>& previous, const Metric
 const std::vector<std::pair<std::string, std::string>> kServers = {
     {"host", "csi-proxy host → C ABI → echo group library"},
     {"host-metrics", "the same host with Prometheus metrics on (`metrics_address`)"},
+    {"host-blocking", "csi-proxy host → C ABI → a library built against the plain C header (no NONBLOCKING flag)"},
     {"grpc-sync", "plain gRPC C++ server, generated sync service, 16 threads"},
     {"grpc-callback", "plain gRPC C++ server, generated callback service"},
     {"grpc-callback-fd", "the same, taking its connections as the host does (AddInsecureChannelFromFd)"},
@@ -220,6 +221,19 @@ bool IsInventoryMethod(const std::string& method) {
   return false;
 }
 
+// The best plain generated gRPC server of the run for one figure: the lowest latency or the highest throughput of
+// the sync and the callback server (the issue holds the host against the best one per figure).
+std::optional<double> BestPlain(const Data& d, const std::string& param, const std::string& metric) {
+  std::optional<double> best;
+  for (const char* base : {"grpc-sync", "grpc-callback"}) {
+    auto v = Get(d, "overhead", base, param, metric);
+    if (!v) continue;
+    bool higher_is_better = metric == "calls_per_s";
+    if (!best || (higher_is_better ? *v > *best : *v < *best)) best = v;
+  }
+  return best;
+}
+
 std::vector<Metric> Ratios(const Data& d) {
   std::vector<Metric> r;
   auto ratio = [&](const std::string& key, std::optional<double> a, std::optional<double> b,
@@ -239,6 +253,22 @@ std::vector<Metric> Ratios(const Data& d) {
       ratio("overhead.throughput_" + n + ".host_vs_grpc_" + tag, Get(d, "overhead", "host", c, "calls_per_s"),
             Get(d, "overhead", base, c, "calls_per_s"),
             "calls/s with " + c + ": host ÷ plain gRPC " + tag + "; higher is better, 1.00 = same");
+    }
+  }
+  // A method without the NONBLOCKING flag (a library built against the plain C header) and the example's
+  // NONBLOCKING Echo, each against the best plain server of the run (issue 25).
+  for (const auto& [id, tag] : {std::pair{"host-blocking", "host_blocking"}, std::pair{"host", "host"}}) {
+    for (const char* p : {"p50_us", "p99_us"}) {
+      std::string pname = std::string(p).substr(0, 3);
+      ratio("overhead.latency_" + pname + "." + tag + "_vs_best_grpc", Get(d, "overhead", id, "1 client", p),
+            BestPlain(d, "1 client", p),
+            std::string("latency, 1 client: ") + id + " ÷ the best plain gRPC server; lower is better");
+    }
+    for (const auto& c : kConcurrency) {
+      std::string n = c.substr(0, c.find(' '));
+      ratio("overhead.throughput_" + n + "." + tag + "_vs_best_grpc", Get(d, "overhead", id, c, "calls_per_s"),
+            BestPlain(d, c, "calls_per_s"),
+            "calls/s with " + c + ": " + id + " ÷ the best plain gRPC server; higher is better");
     }
   }
   ratio("overhead.latency_p50.metrics_on_vs_off", Get(d, "overhead", "host-metrics", "1 client", "p50_us"),
@@ -298,6 +328,7 @@ std::vector<Metric> Values(const Data& d) {
           "calls/s");
     }
     add("overhead." + id + ".rss_idle_kib", Get(d, "overhead", id, "idle", "rss_kib"), "KiB");
+    add("overhead." + id + ".switches_per_call_1", Get(d, "overhead", id, "1 client", "switches_per_call"), "");
   }
   for (const auto& subject : d.subjects_in_order) {
     std::string method = subject.substr(subject.find(' ') + 1);
@@ -344,6 +375,9 @@ std::vector<Target> CallPathTargets(const Data& d) {
   };
   // Threads of the idle host with every group, against the 26 it had before the hand-off was removed.
   constexpr double kThreadsBefore = 26;
+  auto blocking_vs_best = [&](const std::string& param, const std::string& metric) {
+    return Divide(Get(d, "overhead", "host-blocking", param, metric), BestPlain(d, param, metric));
+  };
   return {
       {"echo p50, 1 client: host ÷ plain gRPC sync", vs_sync("1 client", "p50_us"), Target::kAtMost, 1.10},
       {"echo p99, 1 client: host ÷ plain gRPC sync", vs_sync("1 client", "p99_us"), Target::kAtMost, 1.10},
@@ -351,6 +385,15 @@ std::vector<Target> CallPathTargets(const Data& d) {
        0.95},
       {"echo calls/s, 64 clients: host ÷ plain gRPC sync", vs_sync("64 clients", "calls_per_s"), Target::kAtLeast,
        0.95},
+      // Issue 25: a method without the NONBLOCKING flag, against the best plain server per figure.
+      {"blocking method p50, 1 client: host ÷ best plain gRPC", blocking_vs_best("1 client", "p50_us"), Target::kAtMost,
+       1.15},
+      {"blocking method p99, 1 client: host ÷ best plain gRPC", blocking_vs_best("1 client", "p99_us"), Target::kAtMost,
+       1.15},
+      {"blocking method calls/s, 16 clients: host ÷ best plain gRPC", blocking_vs_best("16 clients", "calls_per_s"),
+       Target::kAtLeast, 0.90},
+      {"blocking method calls/s, 64 clients: host ÷ best plain gRPC", blocking_vs_best("64 clients", "calls_per_s"),
+       Target::kAtLeast, 0.90},
       // Both idle after serving calls (the plain server after its warm-up, the host after one call of each kind).
       {"idle RSS, host with every group ÷ plain gRPC sync",
        Divide(Get(d, "memory", "memory", "idle, served", "rss_kib"),
@@ -444,15 +487,17 @@ int main(int argc, char** argv) {
        << Fmt(Get(d, "overhead", "config", "", "round_ms"), 0) << " ms per server and client count; each client has "
        << "its own connection and calls back to back.\n\n";
   }
-  md << "Latency with one client (µs):\n\n| server | p50 | p90 | p99 | p99.9 | mean | calls "
-        "|\n|---|---:|---:|---:|---:|---:|---:|\n";
+  md << "Latency with one client (µs), and the server's context switches per call (all its threads, voluntary and "
+        "not):\n\n| server | p50 | p90 | p99 | p99.9 | mean | calls | switches per call "
+        "|\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& [id, label] : kServers) {
     md << "| " << label << " | " << Fmt(Get(d, "overhead", id, "1 client", "p50_us")) << " | "
        << Fmt(Get(d, "overhead", id, "1 client", "p90_us")) << " | "
        << Fmt(Get(d, "overhead", id, "1 client", "p99_us")) << " | "
        << Fmt(Get(d, "overhead", id, "1 client", "p999_us")) << " | "
        << Fmt(Get(d, "overhead", id, "1 client", "mean_us")) << " | "
-       << Fmt(Get(d, "overhead", id, "1 client", "samples"), 0) << " |\n";
+       << Fmt(Get(d, "overhead", id, "1 client", "samples"), 0) << " | "
+       << Fmt(Get(d, "overhead", id, "1 client", "switches_per_call"), 2) << " |\n";
   }
   md << "\nThroughput (calls/s, median of rounds) and latency under load (p50 / p99 µs):\n\n"
      << "| server | 1 client | 16 clients | 64 clients | p50 / p99 at 16 | p50 / p99 at 64 "

@@ -111,6 +111,7 @@ int Status(const Globals& g, bool json) {
     for (int i = 0; i < group.endpoints_size(); ++i) {
       std::printf("  %-15s %s\n", i == 0 ? "endpoints" : "", group.endpoints(i).c_str());
     }
+    if (!group.privileges().empty()) std::printf("  privileges      %s\n", group.privileges().c_str());
     std::printf("  calls           %lld in flight, %d running of %d workers, %d queued of %d, %llu refused\n",
                 static_cast<long long>(group.in_flight()), group.running(), group.workers(), group.queued(),
                 group.max_queued_calls(), static_cast<unsigned long long>(group.refused()));

@@ -61,6 +61,23 @@ TEST(Ctl, StatusListsTheGroupsAndEndpointsOfTheRunningHost) {
   EXPECT_THAT(Squeeze(run.output), HasSubstr("\"endpoint_dir\":\"" + host.endpoint_dir() + "\""));
 }
 
+TEST(Ctl, StatusSaysWhatAConfinedGroupMayDo) {
+  HostProcess host(std::string(kFilesystem) + kEcho + "capabilities = [\"CAP_SYS_ADMIN\"]\nmax_tasks = 64\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-filesystem-v1", "csi-proxy-echo-v1"})) << host.error();
+  CtlRun run = Ctl(host, {"status"});
+  ASSERT_EQ(run.code, 0) << run.output;
+  const std::string echo = run.output.substr(run.output.find("group echo"));
+  const std::string filesystem = run.output.substr(run.output.find("group filesystem"));
+  EXPECT_THAT(echo, HasSubstr("  privileges      capabilities: CAP_SYS_ADMIN; user: root; no_new_privs; seccomp: "));
+  EXPECT_THAT(echo, HasSubstr(" system calls refused (EPERM); limits: memory 512 MiB, open files 4096, tasks 64\n"));
+  // A group whose table confines nothing runs with the host's privileges: no line claims otherwise.
+  EXPECT_THAT(filesystem.substr(0, filesystem.find("\ngroup ")), Not(HasSubstr("\n  privileges ")));
+
+  run = Ctl(host, {"status", "--json"});
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(Squeeze(run.output), HasSubstr("\"privileges\":\"capabilities:CAP_SYS_ADMIN;user:root;"));
+}
+
 TEST(Ctl, ReloadChangesWhatIsServedAndARefusalExitsNonZero) {
   HostProcess host(kEcho);
   ASSERT_TRUE(host.Start({"csi-proxy-echo-v1"})) << host.error();

@@ -127,6 +127,57 @@ TEST(GroupBudget, NonBlockingMethodsTakeNoWorkerAndAnswerWhileTheBudgetIsFull) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
+// A method without the NONBLOCKING flag that has answered quickly runs on the gRPC thread that read its request
+// (the borrowed thread); when it then hangs there, it holds its place in its group's budget, is answered at its
+// deadline, delays no other group's calls, and the stop stays bounded.
+TEST(GroupBudget, AQuickMethodThatHangsOnTheBorrowedThreadHoldsOnlyItsOwnPlace) {
+  HostProcess host(kEcho + BlockerGroup(Fixture("blocker1"), "a", "workers = 1\nmax_queued_calls = 0\n"),
+                   "shutdown_timeout_seconds = 1\n");
+  ASSERT_TRUE(host.Start({"csi-proxy-echo-v1", "csi-proxy-blocker-v1"})) << host.error();
+  auto blocker = Dial(host.endpoint("csi-proxy-blocker-v1"));
+  v1::EchoResponse resp;
+  for (int i = 0; i < 20; ++i) {
+    // A call sent the moment the previous answer arrives may find that handler still holding the one place (it
+    // returns just after it answered): it is refused, and tried again.
+    grpc::Status quick;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      quick = Call(blocker, "/v1.Blocker/Block", Req("at-once"), &resp);
+      if (quick.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    ASSERT_TRUE(quick.ok()) << quick.error_message();
+  }
+  auto begin = Clock::now();
+  auto hung = std::async(std::launch::async, [&] {
+    return Call(blocker, "/v1.Blocker/Block", Req("ignore-cancel", 3000), &resp, milliseconds(500));
+  });
+  ASSERT_TRUE(WaitUntilRunning(host, "blocker", 1));
+  // Its place is taken: with one worker and no queue, the group's next call is refused at once.
+  v1::EchoResponse other;
+  EXPECT_EQ(Call(blocker, "/v1.Blocker/Tag", Req(""), &other).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Another group's calls, those that may block (on a worker now) and the non-blocking ones, are not delayed.
+  auto echo = Dial(host.endpoint("csi-proxy-echo-v1"));
+  for (int i = 0; i < 30; ++i) {
+    auto started = Clock::now();
+    ASSERT_TRUE(Call(echo, "/v1.Echo/Sleep", Req("worker"), &other).ok());
+    ASSERT_TRUE(Call(echo, "/v1.Echo/Echo", Req("inline"), &other).ok());
+    EXPECT_LT(Clock::now() - started, milliseconds(250));
+  }
+  EXPECT_EQ(hung.get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(Clock::now() - begin, milliseconds(1500));
+  // The handler still runs on the borrowed gRPC thread (it ignores the cancellation): a call that finds that
+  // thread taken after a second names it in the log.
+  std::this_thread::sleep_until(begin + milliseconds(1200));
+  ASSERT_TRUE(Call(echo, "/v1.Echo/Sleep", Req("worker"), &other).ok());
+  EXPECT_NE(host.log().find("/v1.Blocker/Block of group 'blocker' has run on one of gRPC's threads for"),
+            std::string::npos)
+      << host.log();
+  // The stop does not wait for the handler past its timeout.
+  auto stopping = Clock::now();
+  EXPECT_EQ(host.Stop(milliseconds(10000)), 0);
+  EXPECT_LT(Clock::now() - stopping, milliseconds(5000));
+}
+
 TEST(CallDeadline, AHandlerStillRunningAtTheDeadlineIsAnsweredThenAndItsLateResultDropped) {
   HostProcess host(BlockerGroup(Fixture("blocker1"), "a"));
   ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();

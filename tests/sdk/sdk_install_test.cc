@@ -27,11 +27,12 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
   const std::string prefix = work.path() + "/prefix";
   ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix}));
 
-  for (const char* f : {"bin/csi-proxy", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
-                        "include/csi_proxy/status.hpp", "include/csi_proxy/log.hpp", "include/csi_proxy/config.hpp",
-                        "include/csi_proxy/service_builder.hpp", "include/csi_proxy/entry_points.hpp",
-                        "include/csi_proxy/testing/fake_host.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
-                        "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
+  for (const char* f :
+       {"bin/csi-proxy", "bin/csi-proxy-plugin-check", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
+        "include/csi_proxy/status.hpp", "include/csi_proxy/log.hpp", "include/csi_proxy/config.hpp",
+        "include/csi_proxy/service_builder.hpp", "include/csi_proxy/entry_points.hpp",
+        "include/csi_proxy/testing/fake_host.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
+        "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
     EXPECT_TRUE(fs::exists(prefix + "/" + f)) << f;
   }
   EXPECT_FALSE(fs::exists(prefix + "/lib/csi-proxy/plugins/libcsi-proxy-echo.so"));  // examples stay out
@@ -47,6 +48,15 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
   std::string tested;
   ASSERT_NO_FATAL_FAILURE(RunOk({build + "/echo_plugin_test"}, &tested));
   EXPECT_NE(tested.find("[  PASSED  ] 5 tests."), std::string::npos) << tested;
+
+  // The installed conformance kit passes it (every method: the example only answers from memory).
+  const std::string check_config = work.Write("echo-check.toml", "[groups.echo]\n[check]\nfuzz_mutating = true\n");
+  std::string report;
+  ASSERT_NO_FATAL_FAILURE(RunOk({prefix + "/bin/csi-proxy-plugin-check", build + "/libcsi-proxy-echo.so", "--config",
+                                 check_config, "--seconds", "1"},
+                                &report));
+  EXPECT_NE(report.find("PASS  fuzz /v1.Echo/Echo:"), std::string::npos) << report;
+  EXPECT_NE(report.find(" 0 failed"), std::string::npos) << report;
 
   // Dropped into the installed plugin folder, found without any plugin_dir in the config.
   fs::create_directories(prefix + "/lib/csi-proxy/plugins");

@@ -78,7 +78,7 @@ void LoadedPlugin::Shutdown() {
 }
 
 StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, const HostConfig& host,
-                                                   EndpointRegistry& registry) {
+                                                   EndpointRegistry& registry, const HostPresentation& as) {
   std::error_code ec;
   if (!std::filesystem::exists(group.library, ec)) {
     return Refuse(group, Code::kNotFound, "the library file does not exist");
@@ -105,7 +105,7 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
                   "the library does not export " CSI_PROXY_PLUGIN_ENTRY_SYMBOL "; it is not a csi-proxy group library");
   }
 
-  csi_proxy_host_offer offer{sizeof offer, kAbiVersionMin, kAbiVersionMax, CSI_PROXY_HOST_VERSION};
+  csi_proxy_host_offer offer{sizeof offer, as.abi_version_min, as.abi_version_max, CSI_PROXY_HOST_VERSION};
   csi_proxy_plugin_answer answer{};
   answer.struct_size = sizeof answer;
   csi_proxy_status_code code = CSI_PROXY_STATUS_INTERNAL;
@@ -124,10 +124,10 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
   auto read = ReadAbiStruct(&answer, CSI_PROXY_PLUGIN_ANSWER_V1_SIZE, "the negotiation answer");
   if (!read.ok()) return Refuse(group, Code::kFailedPrecondition, read.status().message());
   answer = *read;  // zero beyond what the library wrote
-  if (answer.abi_version < kAbiVersionMin || answer.abi_version > kAbiVersionMax) {
+  if (answer.abi_version < as.abi_version_min || answer.abi_version > as.abi_version_max) {
     return Refuse(group, Code::kFailedPrecondition,
                   "the library speaks ABI version " + std::to_string(answer.abi_version) + "; this host speaks " +
-                      std::to_string(kAbiVersionMin) + " to " + std::to_string(kAbiVersionMax));
+                      std::to_string(as.abi_version_min) + " to " + std::to_string(as.abi_version_max));
   }
   if (code != CSI_PROXY_STATUS_OK) {
     return Refuse(group, Code::kFailedPrecondition, "negotiation failed with " + CodeName(code));
@@ -160,6 +160,13 @@ StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, con
 
   plugin->config_toml_ = GroupConfigToml(group, host);
   plugin->host_api_ = MakeHostApi(plugin->context_.get(), plugin->config_toml_, host.check_only);
+  plugin->host_api_.abi_version = plugin->abi_version_;  // the version agreed, as plugin_abi.h says
+  if (as.host_api_size < sizeof plugin->host_api_) {
+    // An older host's table ends earlier: what it did not have reads as zero to a library that looks anyway.
+    auto* bytes = reinterpret_cast<unsigned char*>(&plugin->host_api_);
+    std::memset(bytes + as.host_api_size, 0, sizeof plugin->host_api_ - as.host_api_size);
+    plugin->host_api_.struct_size = as.host_api_size;
+  }
   char error[1024] = {0};
   plugin->context_->registering = true;
   try {

@@ -16,6 +16,15 @@ namespace csi_proxy::host {
 inline constexpr uint32_t kAbiVersionMin = CSI_PROXY_ABI_VERSION_MIN;
 inline constexpr uint32_t kAbiVersionMax = CSI_PROXY_ABI_VERSION_CURRENT;
 
+// The host a library is shown at its load: the ABI versions offered and how much of the host table it gets. The host
+// itself is always the newest (the defaults); csi-proxy-plugin-check also presents the oldest host this one stands
+// for (version 1, the table without what was appended since), as an older host would load the library.
+struct HostPresentation {
+  uint32_t abi_version_min = kAbiVersionMin;
+  uint32_t abi_version_max = kAbiVersionMax;
+  size_t host_api_size = sizeof(csi_proxy_host_api);  // at least CSI_PROXY_HOST_API_V1_SIZE
+};
+
 class LoadedPlugin {
  public:
   LoadedPlugin() = default;
@@ -36,7 +45,8 @@ class LoadedPlugin {
   void Shutdown();
 
  private:
-  friend StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig&, const HostConfig&, EndpointRegistry&);
+  friend StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig&, const HostConfig&, EndpointRegistry&,
+                                                            const HostPresentation&);
   std::unique_ptr<SharedLibrary> library_;
   std::string config_name_;
   std::string plugin_version_;
@@ -53,7 +63,7 @@ class LoadedPlugin {
 // then commits them to (services()). The error message is
 // complete for a log line: "group 'disk' (/usr/lib/.../libcsi-proxy-disk.so): <reason>".
 StatusOr<std::unique_ptr<LoadedPlugin>> LoadPlugin(const GroupConfig& group, const HostConfig& host,
-                                                   EndpointRegistry& registry);
+                                                   EndpointRegistry& registry, const HostPresentation& as = {});
 
 // Whether a group that failed to load with `refusal` stops the host (or a start --check-config simulates): a
 // required group, or a mistake in the group's own keys (INVALID_ARGUMENT); otherwise the group is skipped.

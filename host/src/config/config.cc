@@ -40,6 +40,15 @@ const std::set<std::string> kGroupHostKeys = {"enabled",
                                               "restart_window_seconds",
                                               "hang_restart_seconds"};
 
+// The host's keys that confine an isolated group's runner (config/group_privileges.h).
+const std::vector<std::string> kPrivilegeKeys = {"capabilities",     "user",           "group",
+                                                 "max_memory_bytes", "max_open_files", "max_tasks"};
+
+bool IsGroupHostKey(const std::string& key) {
+  return kGroupHostKeys.count(key) > 0 ||
+         std::find(kPrivilegeKeys.begin(), kPrivilegeKeys.end(), key) != kPrivilegeKeys.end();
+}
+
 std::string Where(const std::string& source, const toml::node& node) {
   const auto& begin = node.source().begin;
   return source + ":" + std::to_string(begin.line);
@@ -130,6 +139,100 @@ Status ReadIdArray(const std::string& source, const toml::table& t, const std::s
   }
   out = std::move(ids);
   return Status::Ok();
+}
+
+// A resource limit: 0 (the host's own limit) or an integer from `min` to `max`.
+Status ReadLimit(const std::string& source, const toml::table& t, const std::string& table_name, const std::string& key,
+                 int64_t min, int64_t max, uint64_t& out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  auto v = n->value_exact<int64_t>();
+  if (!v || (*v != 0 && (*v < min || *v > max))) {
+    return KeyError(
+        source, *n, table_name + "." + key,
+        "must be 0 (the host's own limit) or an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  }
+  out = static_cast<uint64_t>(*v);
+  return Status::Ok();
+}
+
+// The account a runner switches to: a uid or gid, or a user or group name resolved now.
+Status ReadAccount(const std::string& source, const toml::table& t, const std::string& table_name,
+                   const std::string& key, std::optional<AccountId>& out, std::string& name_out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  const bool user = key == "user";
+  const std::string full = table_name + "." + key;
+  StatusOr<AccountId> id = InvalidArgument("");
+  if (auto i = n->value_exact<int64_t>()) {
+    id = AccountFromNumber(*i);
+    if (!id.ok()) return KeyError(source, *n, full, "is " + std::to_string(*i) + ", " + id.status().message());
+    name_out = std::to_string(*i);
+  } else if (auto name = n->value_exact<std::string>(); name && !name->empty()) {
+    id = user ? ResolveUser(*name) : ResolveGroup(*name);
+    if (!id.ok()) {
+      return KeyError(source, *n, full,
+                      id.status().code() == Code::kNotFound
+                          ? "is '" + *name + "', which is not a known " + (user ? "user" : "group")
+                          : "is " + id.status().message());
+    }
+    name_out = *name;
+  } else {
+    return KeyError(source, *n, full, user ? "must be a user name or uid" : "must be a group name or gid");
+  }
+  out = *id;
+  return Status::Ok();
+}
+
+// The privilege keys over the defaults of the table's name.
+Status ReadPrivileges(const std::string& source, const toml::table& t, const std::string& table_name, GroupConfig& g) {
+  GroupPrivileges& p = g.privileges;
+  p = DefaultGroupPrivileges(g.name);
+  for (const std::string& key : kPrivilegeKeys) {  // the first in the file, for the message
+    const toml::node* n = t.get(key);
+    const int line = n == nullptr ? 0 : static_cast<int>(n->source().begin.line);
+    if (n != nullptr && (g.privilege_key.empty() || line < g.privilege_key_line)) {
+      g.privilege_key = table_name + "." + key;
+      g.privilege_key_line = line;
+    }
+  }
+  if (const toml::node* n = t.get("capabilities")) {
+    const std::string full = table_name + ".capabilities";
+    const toml::array* arr = n->as_array();
+    if (arr == nullptr) {
+      return KeyError(source, *n, full, "must be an array of capability names such as \"CAP_SYS_ADMIN\"");
+    }
+    p.capabilities.clear();
+    for (const auto& item : *arr) {
+      auto name = item.value_exact<std::string>();
+      if (!name) return KeyError(source, item, full, "must be an array of capability names such as \"CAP_SYS_ADMIN\"");
+      auto capability = CapabilityFromName(*name);
+      if (!capability) {
+        return KeyError(source, item, full,
+                        "holds '" + *name +
+                            "', which is not a Linux capability (names are written as in capabilities(7): "
+                            "CAP_SYS_ADMIN, CAP_DAC_OVERRIDE, ...)");
+      }
+      p.capabilities.push_back(*capability);
+    }
+    std::sort(p.capabilities.begin(), p.capabilities.end());
+    p.capabilities.erase(std::unique(p.capabilities.begin(), p.capabilities.end()), p.capabilities.end());
+  }
+  CSI_PROXY_RETURN_IF_ERROR(ReadAccount(source, t, table_name, "user", p.user, p.user_name));
+  CSI_PROXY_RETURN_IF_ERROR(ReadAccount(source, t, table_name, "group", p.group, p.group_name));
+  if (p.user && !p.group) {
+    auto primary = PrimaryGroupOf(*p.user);
+    if (!primary.ok()) {
+      return KeyError(source, *t.get("user"), table_name + ".user",
+                      "has no primary group to run as (" + primary.status().message() + "); set " + table_name +
+                          ".group beside it");
+    }
+    p.group = *primary;
+  }
+  CSI_PROXY_RETURN_IF_ERROR(
+      ReadLimit(source, t, table_name, "max_memory_bytes", 16 << 20, int64_t{1} << 50, p.max_memory_bytes));
+  CSI_PROXY_RETURN_IF_ERROR(ReadLimit(source, t, table_name, "max_open_files", 16, 1 << 20, p.max_open_files));
+  return ReadLimit(source, t, table_name, "max_tasks", 1, 1 << 22, p.max_tasks);
 }
 
 Status ReadAccessLists(const std::string& source, const toml::table& t, const std::string& table_name,
@@ -351,9 +454,10 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
       ReadInt(source, *t, table_name, "restart_window_seconds", 1, 86400, g.restart_window_seconds));
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "hang_restart_seconds", 0, 86400, g.hang_restart_seconds));
   g.table = *t;
+  CSI_PROXY_RETURN_IF_ERROR(ReadPrivileges(source, *t, table_name, g));
   for (const auto& [key, value] : *t) {
     std::string k(key.str());
-    if (kGroupHostKeys.count(k)) continue;
+    if (IsGroupHostKey(k)) continue;
     g.settings.insert(k, value);
     g.key_lines[k] = static_cast<int>(value.source().begin.line);
   }
@@ -372,8 +476,20 @@ bool IsValidGroupName(std::string_view name) {
   return name[0] >= 'a' && name[0] <= 'z';
 }
 
+Status RefuseUnappliedPrivileges(const GroupConfig& group, bool isolated) {
+  if (isolated || group.privilege_key.empty()) return Status::Ok();
+  return InvalidArgument(group.source + ":" + std::to_string(group.privilege_key_line) + ": " + group.privilege_key +
+                         " confines a group's runner, and [groups." + group.name +
+                         "] runs in the host's process with the host's privileges; set isolation = \"process\" "
+                         "or remove the key");
+}
+
 const std::vector<std::string>& GroupHostKeys() {
-  static const std::vector<std::string> keys(kGroupHostKeys.begin(), kGroupHostKeys.end());
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> all(kGroupHostKeys.begin(), kGroupHostKeys.end());
+    all.insert(all.end(), kPrivilegeKeys.begin(), kPrivilegeKeys.end());
+    return all;
+  }();
   return keys;
 }
 

@@ -13,6 +13,7 @@
 
 #include "config/access_lists.h"
 #include "config/default_paths.h"
+#include "config/group_privileges.h"
 #include "csi_proxy/plugin_abi.h"
 #include "csi_proxy/status.hpp"
 
@@ -43,6 +44,14 @@ struct GroupConfig {
   int hang_restart_seconds = 10;
   toml::table table;                     // the whole table as written: an isolated group's runner parses it again
   std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
+
+  // What the group's runner may do: the defaults for its table name (DefaultGroupPrivileges), key by key replaced
+  // by the table's capabilities, user, group, max_memory_bytes, max_open_files and max_tasks.
+  GroupPrivileges privileges;
+  // The first of those keys the table sets ("groups.disk.capabilities") and its line; empty when it sets none.
+  // Such a table asks for its group to be confined, which only a runner does (RefuseUnappliedPrivileges).
+  std::string privilege_key;
+  int privilege_key_line = 0;
 };
 
 struct HostConfig {
@@ -107,6 +116,11 @@ bool IsValidGroupName(std::string_view name);
 inline constexpr const char* kGroupNameRule =
     "a valid group name (lowercase letters and digits, starting with a letter, at most 32 characters)";
 static_assert(CSI_PROXY_GROUP_NAME_MAX == 32, "kGroupNameRule states the limit");
+
+// Refuses a group table that sets a privilege key although its group is not `isolated` (it runs in the host's
+// process, with the host's privileges): a confinement written down but not applied would mislead its reader.
+// The error names the key and its line. OK for a table that sets none of them, or for an isolated group.
+Status RefuseUnappliedPrivileges(const GroupConfig& group, bool isolated);
 
 // The keys of a [groups.<name>] table that the host consumes (the library never sees them).
 const std::vector<std::string>& GroupHostKeys();

@@ -27,6 +27,11 @@ StatusOr<AccountId> ResolveUser(const std::string& name);
 // name the system does not know.
 StatusOr<AccountId> ResolveGroup(const std::string& name_or_id);
 
+// The primary group of `user` (Linux: its entry in the user database), for a runner that switches to a user
+// without naming a group; NOT_FOUND when the database has no entry for the user, and on Windows, whose accounts
+// have none to switch to.
+StatusOr<AccountId> PrimaryGroupOf(const AccountId& user);
+
 // An account written as a number in the configuration: the uid or gid itself on Linux (INVALID_ARGUMENT "not an
 // id from 0 to 4294967294" out of range); always INVALID_ARGUMENT on Windows, which does not number accounts.
 StatusOr<AccountId> AccountFromNumber(int64_t number);

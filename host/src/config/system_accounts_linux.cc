@@ -18,6 +18,16 @@ StatusOr<AccountId> ResolveUser(const std::string& name) {
   return found->pw_uid;
 }
 
+StatusOr<AccountId> PrimaryGroupOf(const AccountId& user) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  int rc = getpwuid_r(user, &pw, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr)
+    return NotFound("uid " + std::to_string(user) + " has no entry in the user database");
+  return static_cast<uint32_t>(found->pw_gid);
+}
+
 StatusOr<AccountId> ResolveGroup(const std::string& name_or_gid) {
   if (!name_or_gid.empty() && name_or_gid.find_first_not_of("0123456789") == std::string::npos) {
     // (gid_t)-1 means "no change" to chown, so the largest valid gid is one less.

@@ -87,6 +87,10 @@ StatusOr<AccountId> ResolveGroup(const std::string& name_or_id) {
   return account.sid;
 }
 
+StatusOr<AccountId> PrimaryGroupOf(const AccountId& user) {
+  return NotFound(user + " has no primary group a process could switch to on Windows");
+}
+
 StatusOr<AccountId> AccountFromNumber(int64_t) {
   return InvalidArgument(
       "not an account: Windows names accounts by SID (\"S-1-5-32-544\") or by name (\"BUILTIN\\\\Administrators\")");

@@ -77,6 +77,7 @@ class AdminServer::Service final : public admin::Admin::CallbackService {
       s->set_refused(g.usage.executor.refused);
       s->set_state(g.state);
       s->set_required(g.required);
+      s->set_privileges(g.privileges);
       s->set_isolation(g.isolation);
       s->set_runner_pid(g.usage.runner.pid);
       s->set_restarts(g.usage.runner.restarts);

@@ -562,6 +562,7 @@ void HostRuntime::Publish(const std::vector<std::shared_ptr<GroupRuntime>>& drai
       }
     }
     std::sort(g.read_only_methods.begin(), g.read_only_methods.end());
+    g.privileges = runtime->privileges();
     snapshot->groups.emplace_back(std::move(g), runtime);
   };
   for (const auto& [name, runtime] : groups_) add(name, runtime);

@@ -1,12 +1,14 @@
 // One group's execution budget: at most `workers` of its handlers run at once, at most `max_queued` calls wait
 // for a worker, and anything beyond is refused. Groups never share workers, so a group whose handlers hang or
 // crawl exhausts only its own budget. Workers are started on demand and end after a while without work, so an
-// idle group holds no thread.
+// idle group holds no thread. A handler may also run on a thread of the caller's (TakeIdleSlot): it then holds
+// one of the `workers` places like a worker's handler does.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,24 @@ class GroupExecutor {
   // Starts the task on an idle or new worker, or queues it. RESOURCE_EXHAUSTED naming the group when the budget
   // and the queue are full; UNAVAILABLE once stopping.
   Status Submit(Task task);
+
+  // A place in the budget held by a handler that runs on the caller's thread; given back when destroyed. Until
+  // then the handler counts as running (usage, Stop) and no worker starts a task in its place.
+  class Slot {
+   public:
+    Slot(Slot&& other) noexcept;
+    Slot& operator=(Slot&&) = delete;
+    ~Slot();
+
+   private:
+    friend class GroupExecutor;
+    struct Held;
+    explicit Slot(std::unique_ptr<Held> held);
+    std::unique_ptr<Held> held_;
+  };
+  // A place for `what` when one is free and no call waits for one (a call never overtakes those queued); nullopt
+  // otherwise, and once stopping. Never waits.
+  std::optional<Slot> TakeIdleSlot(const std::string& what);
 
   // Takes no more work; lets queued and running tasks finish until `deadline`, then cancels the queued ones.
   // Returns what is still running at the deadline (empty when every worker has finished): those workers are

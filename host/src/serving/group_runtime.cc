@@ -3,15 +3,76 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "abi/library_scope.h"
+#include "serving/reaction_tail.h"
 
 namespace csi_proxy::host {
 namespace {
 
 std::atomic<int> abandoned_loads{0};    // loads given up that have not returned
 std::atomic<bool> left_running{false};  // an instance stopped with a handler still running
+
+// The gRPC threads that run the host's reactions are few and serve every endpoint of every group (gRPC 1.51's
+// callback server has two, its "nexting" threads, on a machine of up to 5 cores). A handler that may block runs
+// on one of them only while no other such handler does: one that hangs there holds that thread alone, calls that
+// may block go to their group's workers until it returns, and the other threads go on serving every group.
+class BorrowedThread {
+ public:
+  static std::optional<BorrowedThread> Take(const CallHandle& call) {
+    bool expected = false;
+    if (!taken_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+      ReportIfHeldLong();
+      return std::nullopt;
+    }
+    {
+      std::lock_guard lock(holder_mu_);
+      holder_ = call;
+      since_ = std::chrono::steady_clock::now();
+      reported_ = false;
+    }
+    return BorrowedThread();
+  }
+  BorrowedThread(BorrowedThread&& other) noexcept : owner_(std::exchange(other.owner_, false)) {}
+  BorrowedThread& operator=(BorrowedThread&&) = delete;
+  ~BorrowedThread() {
+    if (!owner_) return;
+    CallHandle done;
+    {
+      std::lock_guard lock(holder_mu_);
+      done = std::move(holder_);
+    }
+    taken_.store(false, std::memory_order_release);
+  }
+
+ private:
+  BorrowedThread() = default;
+
+  // The watchdog, run by the calls that find the thread taken: a handler that holds it for long is named once.
+  static void ReportIfHeldLong() {
+    std::unique_lock lock(holder_mu_, std::try_to_lock);
+    if (!lock.owns_lock() || !holder_ || reported_) return;
+    auto held = std::chrono::steady_clock::now() - since_;
+    if (held < kLongHold) return;
+    reported_ = true;
+    spdlog::warn(
+        "{} of group '{}' has run on one of gRPC's threads for {} ms; until it returns, calls that may block go "
+        "to their groups' workers",
+        holder_->info().method, holder_->info().group,
+        std::chrono::duration_cast<std::chrono::milliseconds>(held).count());
+  }
+
+  static constexpr std::chrono::seconds kLongHold{1};
+  static inline std::atomic<bool> taken_{false};
+  static inline std::mutex holder_mu_;
+  static inline CallHandle holder_;                            // guarded by holder_mu_
+  static inline std::chrono::steady_clock::time_point since_;  // guarded by holder_mu_
+  static inline bool reported_ = false;                        // guarded by holder_mu_
+  bool owner_ = true;
+};
 
 GroupExecutor::Limits LimitsOf(const GroupConfig& group, const HostConfig& host) {
   GroupExecutor::Limits limits;
@@ -33,6 +94,8 @@ std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig
         std::to_string(group.max_request_bytes) + "\n";
   fp += std::string(IsolationName(group.isolation)) + "/" + std::to_string(group.restart_limit) + "/" +
         std::to_string(group.restart_window_seconds) + "/" + std::to_string(group.hang_restart_seconds) + "\n";
+  // A runner confines itself once, at its start: other privileges need another runner.
+  fp += DescribePrivileges(group.privileges) + "\n";
   return fp + GroupConfigToml(group, host);
 }
 
@@ -41,6 +104,7 @@ GroupRuntime::GroupRuntime(const GroupConfig& group, const HostConfig& host, std
       fingerprint_(std::move(fingerprint)),
       required_(group.required),
       max_request_bytes_(static_cast<size_t>(group.max_request_bytes)),
+      privileges_(group.privilege_key.empty() ? std::string() : DescribePrivileges(group.privileges)),
       executor_(group.name, LimitsOf(group, host)) {}
 
 GroupRuntime::~GroupRuntime() { Stop(std::chrono::steady_clock::now()); }
@@ -90,6 +154,9 @@ void GroupRuntime::TakeRegistrations(const std::vector<ServiceRegistration>& ser
   EndpointRegistry mine;
   mine.Commit(group_, library_, services);
   endpoints_ = mine.endpoints();
+  for (const auto& [_, endpoint] : endpoints_) {
+    for (const auto& [_, handler] : endpoint.methods) method_runs_->try_emplace(&handler);
+  }
 }
 
 bool GroupRuntime::LibraryCodeMayRun() { return abandoned_loads.load() > 0 || left_running.load(); }
@@ -156,10 +223,84 @@ bool GroupRuntime::Track(const CallHandle& call) {
   return true;
 }
 
-void GroupRuntime::EndDispatch() {
-  std::lock_guard lock(in_flight_->mu);
-  --in_flight_->dispatching;
-  in_flight_->empty.notify_all();
+void GroupRuntime::EndDispatch(InFlight& in_flight) {
+  std::lock_guard lock(in_flight.mu);
+  --in_flight.dispatching;
+  in_flight.empty.notify_all();
+}
+
+namespace {
+// A run longer than this is not worth a borrowed thread (the hand-off it saves costs some 35 us), and a handler
+// that takes this long may be waiting on something that can take much longer.
+constexpr std::chrono::milliseconds kQuickRun{1};
+// Quick runs in a row (on workers) before a method borrows a thread: at first, and again after a slow run.
+constexpr int kQuickRunsToBorrow = 8;
+}  // namespace
+
+void GroupRuntime::MethodRuns::Record(std::chrono::steady_clock::duration took) const {
+  if (took > kQuickRun) {
+    quick_in_a_row.store(0, std::memory_order_relaxed);
+  } else if (quick_in_a_row.load(std::memory_order_relaxed) < kQuickRunsToBorrow) {
+    quick_in_a_row.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool GroupRuntime::MethodRuns::MayBorrow() const {
+  return quick_in_a_row.load(std::memory_order_relaxed) >= kQuickRunsToBorrow;
+}
+
+void GroupRuntime::RunTimed(const MethodHandler& handler, csi_proxy_host_call& call, const RunsRef& runs) {
+  auto start = std::chrono::steady_clock::now();
+  RunHandler(handler, call);
+  if (runs.runs != nullptr) runs.runs->Record(std::chrono::steady_clock::now() - start);
+}
+
+// Holds what the run needs after the router's call and this instance may be gone (a call answered at its
+// deadline, a reload that replaced the instance): the handler, the call, the place in the budget, the borrowed
+// thread and the count of calls being dispatched, which covers the run so that a drain waits for it as for a
+// non-blocking call.
+struct GroupRuntime::BorrowedRun final : ReactionTail::Work {
+  BorrowedRun(const MethodHandler& h, CallHandle c, RunsRef r, GroupExecutor::Slot s, BorrowedThread t,
+              std::shared_ptr<InFlight> f)
+      : handler(h),
+        call(std::move(c)),
+        runs(std::move(r)),
+        slot(std::move(s)),
+        thread(std::move(t)),
+        in_flight(std::move(f)) {}
+  ~BorrowedRun() override {
+    if (!ran) {  // the reaction's thread never got to it: the call must still be answered
+      call->Complete(static_cast<csi_proxy_status_code>(Code::kUnavailable), "the call could not start; retry", {});
+    }
+    // The place is given back before the dispatch ends: a drain that saw no call dispatched finds no handler
+    // running in the budget either.
+    slot.reset();
+    thread.reset();
+    EndDispatch(*in_flight);
+  }
+  void Run() override {
+    ran = true;
+    RunTimed(handler, *call, runs);
+  }
+
+  const MethodHandler handler;
+  const CallHandle call;
+  const RunsRef runs;
+  std::optional<GroupExecutor::Slot> slot;
+  std::optional<BorrowedThread> thread;
+  const std::shared_ptr<InFlight> in_flight;
+  bool ran = false;
+};
+
+bool GroupRuntime::RunOnBorrowedThread(const MethodHandler& handler, const CallHandle& call, const RunsRef& runs) {
+  ReactionTail* tail = ReactionTail::Current();
+  if (tail == nullptr || !tail->free() || runs.runs == nullptr || !runs.runs->MayBorrow()) return false;
+  auto thread = BorrowedThread::Take(call);
+  if (!thread) return false;
+  auto slot = executor_.TakeIdleSlot(call->info().method);
+  if (!slot) return false;
+  tail->Defer(std::make_unique<BorrowedRun>(handler, call, runs, std::move(*slot), std::move(*thread), in_flight_));
+  return true;
 }
 
 Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
@@ -167,9 +308,11 @@ Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
   // A call counted before the group began to stop reaches the executor before it stops (StopAndUnload waits for
   // it), so it runs with the calls the group drains rather than being refused on the way.
   struct Dispatched {
-    GroupRuntime* runtime;
-    ~Dispatched() { runtime->EndDispatch(); }
-  } dispatched{this};
+    InFlight* in_flight;
+    ~Dispatched() {
+      if (in_flight != nullptr) EndDispatch(*in_flight);
+    }
+  } dispatched{in_flight_.get()};
   if (runner_) {
     // The runner runs it within the group's budget, inline or on a worker, as in process.
     auto method = runner_methods_.find(call->info().method);
@@ -183,11 +326,17 @@ Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
     RunHandler(handler, *call);
     return Status::Ok();
   }
+  auto runs_of = method_runs_->find(&handler);
+  const RunsRef runs{method_runs_, runs_of == method_runs_->end() ? nullptr : &runs_of->second};
+  if (RunOnBorrowedThread(handler, call, runs)) {
+    dispatched.in_flight = nullptr;  // the run ends the dispatch
+    return Status::Ok();
+  }
   GroupExecutor::Task task;
   task.what = call->info().method;
   task.bytes = call->request().size();
   task.abandoned = [call] { return call->IsCancelled(); };
-  task.run = [handler, call] { RunHandler(handler, *call); };
+  task.run = [handler, call, runs] { RunTimed(handler, *call, runs); };
   task.cancel = [call] {
     call->Complete(static_cast<csi_proxy_status_code>(Code::kUnavailable),
                    "the group stopped before the call could start; retry", {});

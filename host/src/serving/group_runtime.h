@@ -58,12 +58,17 @@ class GroupRuntime final : public CallDispatcher {
   // The largest request the group accepts ([groups.<name>] max_request_bytes).
   size_t max_request_bytes() const { return max_request_bytes_; }
   void set_required(bool required) { required_.store(required, std::memory_order_relaxed); }
+  // What the group's runner may do (DescribePrivileges), for the admin's status; empty for a group whose table
+  // confines nothing (RefuseUnappliedPrivileges keeps the privilege keys to groups in a runner of their own).
+  const std::string& privileges() const { return privileges_; }
 
   // Endpoint name -> its methods.
   const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
 
-  // CallDispatcher: runs the handler within the group's budget, or inline when the method is declared
-  // CSI_PROXY_METHOD_NONBLOCKING.
+  // CallDispatcher: runs the handler within the group's budget: on the thread that read the request when the
+  // method is declared CSI_PROXY_METHOD_NONBLOCKING; any other on that thread too when the group has a place
+  // free, nobody waits for one and no other handler that may block runs on a gRPC thread (the borrowed thread);
+  // on one of the group's workers otherwise.
   Status Dispatch(const MethodHandler& handler, CallHandle call) override;
   bool Available() const override;
   void AddWatcher(const void* key, std::function<void()> changed) override;
@@ -112,7 +117,25 @@ class GroupRuntime final : public CallDispatcher {
   // Counts the call in flight until the plugin completes it, and as being dispatched until EndDispatch; false once
   // the group is stopping.
   bool Track(const CallHandle& call);
-  void EndDispatch();
+  static void EndDispatch(InFlight& in_flight);
+  // How long a method's handler has kept its thread lately: only one whose last runs all returned quickly may run
+  // on a borrowed gRPC thread, so a method that blocks (a mount, a probe, a stuck server) is left to the workers.
+  struct MethodRuns {
+    mutable std::atomic<int> quick_in_a_row{0};
+    void Record(std::chrono::steady_clock::duration took) const;
+    bool MayBorrow() const;
+  };
+  using AllMethodRuns = std::unordered_map<const MethodHandler*, MethodRuns>;
+  // What a run outside Dispatch holds: the record, kept alive with the table it is in (the instance may go first).
+  struct RunsRef {
+    std::shared_ptr<const AllMethodRuns> table;
+    const MethodRuns* runs = nullptr;
+  };
+  // Runs the handler on this thread and records how long it took.
+  static void RunTimed(const MethodHandler& handler, csi_proxy_host_call& call, const RunsRef& runs);
+  // A handler that may block, run on the gRPC thread that read its request after that read's reaction.
+  struct BorrowedRun;
+  bool RunOnBorrowedThread(const MethodHandler& handler, const CallHandle& call, const RunsRef& runs);
   // Runs the plugin's handler on this thread; a call already cancelled or past its deadline never reaches it.
   static void RunHandler(const MethodHandler& handler, csi_proxy_host_call& call);
 
@@ -120,6 +143,7 @@ class GroupRuntime final : public CallDispatcher {
   const std::string fingerprint_;
   std::atomic<bool> required_;
   const size_t max_request_bytes_;
+  const std::string privileges_;
   std::string group_, library_, plugin_version_;
   uint32_t abi_version_ = 0;
   std::vector<std::string> skipped_versions_;
@@ -128,6 +152,8 @@ class GroupRuntime final : public CallDispatcher {
   std::unique_ptr<RunnerSupervisor> runner_;                  // isolated
   std::unordered_map<std::string, uint32_t> runner_methods_;  // method path -> its index in the runner's list
   std::map<std::string, Endpoint> endpoints_;
+  // By the address of each handler in endpoints_ (which never change after Load).
+  std::shared_ptr<AllMethodRuns> method_runs_ = std::make_shared<AllMethodRuns>();
   GroupExecutor executor_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   bool stopped_ = false;

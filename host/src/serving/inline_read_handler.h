@@ -4,7 +4,9 @@
 // executor thread, which costs a thread switch on the call's path (about 15 us per call, measured with
 // bench_host_overhead); a unary handler reads the request before the host sees the call at all, so that a client
 // sending HEADERS and nothing more holds memory out of the host's sight. The reactors of these methods keep
-// OnReadDone free of anything that blocks, as a unary handler's body always was here.
+// OnReadDone free of anything that blocks, as a unary handler's body always was here; what may block (a handler
+// on the borrowed thread) goes to the read's ReactionTail, which runs once the stream no longer counts the
+// reaction (reaction_tail.h).
 //
 // It is gRPC's CallbackBidiHandler specialised for the request type RequestBytes (raw bytes under a name of its
 // own, so that no other specialisation is touched): a handler the server knows how to run, with the access to the
@@ -20,6 +22,8 @@
 #include <atomic>
 #include <functional>
 #include <utility>
+
+#include "serving/reaction_tail.h"
 
 static_assert(GRPC_CPP_VERSION_MAJOR == 1 && GRPC_CPP_VERSION_MINOR == 51,
               "inline_read_handler.h uses grpc::internal as gRPC 1.51 does: check it against this gRPC");
@@ -94,8 +98,10 @@ class CallbackBidiHandler<csi_proxy::host::RequestBytes, ByteBuffer> final : pub
           call_.call(),
           [this, reactor](bool ok) {
             if (!ok) ctx_->MaybeMarkCancelledOnRead();
+            csi_proxy::host::ReactionTail tail;
             reactor->OnReadDone(ok);
             MaybeDone(reactor->InternalInlineable());
+            tail.Run();  // the stream and the reactor may be gone by now: the tail uses neither
           },
           &read_ops_, /*can_inline=*/true);
       read_ops_.set_core_cq_tag(&read_tag_);

@@ -37,7 +37,7 @@ sdk::ServiceBuilder& AddMethods(sdk::Host& host, IscsiService& iscsi) {
             }
             return Status::Ok();
           },
-          sdk::kReadOnly)
+          sdk::kReadOnly | sdk::kNonBlocking)  // from memory: the portals as last written (state_store_linux.h)
       .template Unary<typename Api::ConnectTarget>([&iscsi](const auto& req, auto&, CallContext&) {
         return iscsi.ConnectTarget(
             {PortalOf(req), req.iqn(), static_cast<int32_t>(req.auth_type()), req.chap_username(), req.chap_secret()});

@@ -19,6 +19,7 @@ class IscsiBackend {
   virtual ~IscsiBackend() = default;
 
   // Registered target portals, in the order they were added.
+  // From memory, without waiting on anything: ListTargetPortals is declared CSI_PROXY_METHOD_NONBLOCKING.
   virtual std::vector<Portal> ListPortals() = 0;
   // Registers a portal; registering it again changes nothing.
   virtual Status AddPortal(const Portal& portal) = 0;

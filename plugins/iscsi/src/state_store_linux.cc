@@ -125,6 +125,7 @@ Status IscsiStateStore::Load() {
       if (!dup) portals_.push_back(*portal);
     }
   }
+  PublishPortalsLocked();
   CSI_PROXY_ASSIGN_OR_RETURN(auto secret, ReadFileAt(dir_fd_, kMutualChapSecretFile));
   if (secret.has_value() && !secret->empty()) mutual_chap_secret_ = *secret;
   return Status::Ok();
@@ -143,8 +144,18 @@ Status IscsiStateStore::WritePortals(const std::vector<Portal>& portals) {
 }
 
 std::vector<Portal> IscsiStateStore::Portals() const {
-  std::lock_guard lock(mu_);
-  return portals_;
+  std::shared_ptr<const std::vector<Portal>> portals;
+  {
+    std::lock_guard lock(published_mu_);
+    portals = published_;
+  }
+  return *portals;
+}
+
+void IscsiStateStore::PublishPortalsLocked() {
+  auto portals = std::make_shared<const std::vector<Portal>>(portals_);
+  std::lock_guard lock(published_mu_);
+  published_.swap(portals);
 }
 
 bool IscsiStateStore::HasPortal(const Portal& portal) const {
@@ -169,6 +180,7 @@ Status IscsiStateStore::AddPortal(const Portal& portal) {
   next.push_back(portal);
   CSI_PROXY_RETURN_IF_ERROR(WritePortals(next));
   portals_ = std::move(next);
+  PublishPortalsLocked();
   return Status::Ok();
 }
 
@@ -179,6 +191,7 @@ Status IscsiStateStore::RemovePortal(const Portal& portal) {
   if (next.size() == portals_.size()) return NotFound("target portal " + PortalToString(portal) + " is not registered");
   CSI_PROXY_RETURN_IF_ERROR(WritePortals(next));
   portals_ = std::move(next);
+  PublishPortalsLocked();
   return Status::Ok();
 }
 

@@ -68,8 +68,14 @@ class IscsiStateStore {
   const int dir_fd_;  // -1: a check found no directory (nothing to read)
   const size_t max_portals_;
   const bool check_only_;
-  mutable std::mutex mu_;
+  void PublishPortalsLocked();
+
+  mutable std::mutex mu_;  // serialises changes; held across the state file's write and fsync
   std::vector<Portal> portals_;
+  // What Portals() reads: swapped after a change is on disk, under a lock that is never held across I/O, so that
+  // ListTargetPortals answers from memory (CSI_PROXY_METHOD_NONBLOCKING) even while a change is being written.
+  mutable std::mutex published_mu_;
+  std::shared_ptr<const std::vector<Portal>> published_ = std::make_shared<const std::vector<Portal>>();
   std::optional<std::string> mutual_chap_secret_;
 };
 

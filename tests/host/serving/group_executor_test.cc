@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace csi_proxy::host {
@@ -189,6 +190,77 @@ TEST(GroupExecutor, StopCancelsWhatWaitsNamesWhatStillRunsAndTakesNoMore) {
 
   gate->Open();  // the handler left running finishes on its own
   EXPECT_TRUE(Eventually([&] { return counters->ran == 1; }));
+}
+
+TEST(GroupExecutor, AHandlerOnTheCallersThreadHoldsAPlaceInTheBudgetUntilItEnds) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("disk", LimitsOf(2, 8));
+  std::optional<GroupExecutor::Slot> here = executor.TakeIdleSlot("/v1.Disk/OnTheCallersThread");
+  ASSERT_TRUE(here.has_value());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+
+  // One place is the slot's: one worker runs, two calls wait, and no second slot is given.
+  ASSERT_TRUE(gate->AwaitStarted(1));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(gate->started(), 1);
+  EXPECT_EQ(executor.usage().running, 2);
+  EXPECT_EQ(executor.usage().queued, 2u);
+  EXPECT_FALSE(executor.TakeIdleSlot("/v1.Disk/Another").has_value());
+
+  here.reset();  // the handler on the caller's thread returned: a waiting call takes its place
+  EXPECT_TRUE(gate->AwaitStarted(2));
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 3; }));
+  EXPECT_TRUE(Eventually([&] { return executor.usage().running == 0; }));
+}
+
+TEST(GroupExecutor, NoSlotWhileCallsWaitSoNoCallOvertakesThem) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("volume", LimitsOf(1, 8));
+  ASSERT_TRUE(executor.TakeIdleSlot("/v1.Volume/Free").has_value());  // taken and given back at once
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+  ASSERT_TRUE(gate->AwaitStarted(1));
+  EXPECT_FALSE(executor.TakeIdleSlot("/v1.Volume/BudgetFull").has_value());
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return executor.usage().running == 0; }));
+  EXPECT_TRUE(executor.TakeIdleSlot("/v1.Volume/FreeAgain").has_value());
+
+  // With every place taken and a call waiting, a place given back goes to the waiting call, not to a new slot.
+  auto gate2 = std::make_shared<Gate>();
+  ASSERT_TRUE(executor.Submit(Blocking(gate2, counters)).ok());
+  ASSERT_TRUE(gate2->AwaitStarted(1));
+  ASSERT_TRUE(executor.Submit(Blocking(gate2, counters, "/v1.Volume/Waits")).ok());
+  EXPECT_FALSE(executor.TakeIdleSlot("/v1.Volume/WouldOvertake").has_value());
+  gate2->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 3; }));
+}
+
+TEST(GroupExecutor, APlaceHeldOnTheCallersThreadCountsWhenCallsAreRefused) {
+  auto gate = std::make_shared<Gate>();
+  auto counters = std::make_shared<Counters>();
+  GroupExecutor executor("iscsi", LimitsOf(1, 0));
+  std::optional<GroupExecutor::Slot> here = executor.TakeIdleSlot("/v1alpha2.Iscsi/OnTheCallersThread");
+  ASSERT_TRUE(here.has_value());
+  // The one place is held and nothing may wait: refused at once, no worker started.
+  EXPECT_EQ(executor.Submit(Blocking(gate, counters)).code(), Code::kResourceExhausted);
+  EXPECT_EQ(executor.usage().threads, 0);
+  here.reset();
+  ASSERT_TRUE(executor.Submit(Blocking(gate, counters)).ok());
+  gate->Open();
+  EXPECT_TRUE(Eventually([&] { return counters->ran == 1; }));
+}
+
+TEST(GroupExecutor, StopNamesAHandlerStillRunningOnTheCallersThreadAndGivesNoSlotAfter) {
+  GroupExecutor executor("smb", LimitsOf(4, 4));
+  std::optional<GroupExecutor::Slot> hung = executor.TakeIdleSlot("/v1.Smb/HangsOnTheCallersThread");
+  ASSERT_TRUE(hung.has_value());
+  std::vector<std::string> running = executor.Stop(std::chrono::steady_clock::now() + 50ms);
+  EXPECT_EQ(running, std::vector<std::string>{"/v1.Smb/HangsOnTheCallersThread"});
+  EXPECT_FALSE(executor.TakeIdleSlot("/v1.Smb/AfterStop").has_value());
+  hung.reset();  // returns after the executor stopped: nothing is left to notify but the state it shares
+  EXPECT_EQ(executor.usage().running, 0);
 }
 
 }  // namespace

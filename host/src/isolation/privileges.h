@@ -1,0 +1,28 @@
+// The confinement an isolated group's runner puts itself in before it loads the group's library: what
+// config/group_privileges.h describes, applied to the calling process for good.
+#pragma once
+
+#include "config/group_privileges.h"
+#include "csi_proxy/status.hpp"
+
+namespace csi_proxy::host {
+
+// Confines the calling process to `privileges`, in this order (Linux, privileges_linux.cc):
+//  1. resource limits, soft and hard: RLIMIT_DATA (max_memory_bytes), RLIMIT_NOFILE (max_open_files),
+//     RLIMIT_NPROC (max_tasks); 0 keeps the inherited limit;
+//  2. the account: supplementary groups dropped (only the group stays), then the group and, keeping the
+//     capabilities across the change (PR_SET_KEEPCAPS), the user; nothing changes when neither is set (root);
+//  3. capabilities: the bounding set dropped to `capabilities`, then the effective, permitted, inheritable and
+//     ambient sets set to exactly them (ambient, so that programs the library runs keep them as a non-root user);
+//  4. PR_SET_NO_NEW_PRIVS: no program it runs gains privileges through setuid bits or file capabilities;
+//  5. a seccomp filter refusing RefusedSystemCalls() with EPERM (calls of a foreign ABI, 32-bit x86 or x32,
+//     kill the process).
+// Checks first, changing nothing on failure, that the process is single-threaded (credentials and capabilities
+// belong to a thread) and holds every capability asked for plus those the steps need (CAP_SETPCAP, CAP_SETGID,
+// and CAP_SETUID to switch users) and that no limit is above its own hard limit: FAILED_PRECONDITION naming what
+// is missing. A failure after that
+// leaves the process partly confined; the caller must then exit, never load the library. The runner calls this
+// first thing, before it loads the library or starts a thread. Windows: UNIMPLEMENTED (docs/windows.md).
+Status ApplyGroupPrivileges(const GroupPrivileges& privileges);
+
+}  // namespace csi_proxy::host
