@@ -2,7 +2,8 @@
 //   (a) by csi-proxy: the host's router, the C ABI and the example group library (whose Echo is declared
 //       NONBLOCKING), once without and once with Prometheus metrics ([host] metrics_address), which record every
 //       call; and a third time with a library built against the plain C header (tests/host/fixtures/version1.c,
-//       no flags: its Echo runs within the group's budget, as every third-party method does);
+//       no flags: its Echo runs within the group's budget, as every third-party method does); and with the echo
+//       group isolated (isolation = "process": the library in its runner, one more hop over a socket pair);
 //   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback, and
 //       callback again taking its connections the way the host does (accepted, then handed to gRPC by fd).
 // One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
@@ -147,6 +148,28 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   return r;
 }
 
+// The host's one child: the isolated group's runner.
+pid_t RunnerOf(pid_t host) {
+  std::ifstream children("/proc/" + std::to_string(host) + "/task/" + std::to_string(host) + "/children");
+  pid_t child = -1;
+  children >> child;
+  if (child > 0) return child;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(host) + "/task")) {
+    std::ifstream c(task.path() / "children");
+    if (c >> child) return child;
+  }
+  return -1;
+}
+
+// Proportional set size (the shared pages divided among their sharers), in KiB; -1 when unreadable.
+int64_t PssKib(pid_t pid) {
+  std::ifstream rollup("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  for (std::string line; std::getline(rollup, line);) {
+    if (line.rfind("Pss:", 0) == 0) return std::stoll(line.substr(4));
+  }
+  return -1;
+}
+
 std::string SelfDir() { return std::filesystem::read_symlink("/proc/self/exe").parent_path().string(); }
 
 // --servers=host,grpc-sync,... measures only those (all when absent); --rounds=N overrides the rounds;
@@ -193,12 +216,14 @@ int Main(int argc, char** argv) {
       "[groups.version1]\nenabled = true\nlibrary = \"" CSI_PROXY_BENCH_PLUGIN_DIR "/libcsi-proxy-version1.so\"\n";
   BenchHost blocking({}, workers, plain_c_group);
   BenchHost reference({}, workers, plain_c_group, selection.reference_host);
+  BenchHost isolated({}, workers, "[groups.echo]\nisolation = \"process\"\n");
   std::vector<Server> servers;
   std::vector<BenchHost*> started_hosts;
   for (auto [id, bench_host, endpoint] :
        {std::tuple{"host", &host, "csi-proxy-echo-v1"}, std::tuple{"host-metrics", &metered, "csi-proxy-echo-v1"},
         std::tuple{"host-blocking", &blocking, "csi-proxy-version1-v1"},
-        std::tuple{"host-blocking-ref", &reference, "csi-proxy-version1-v1"}}) {
+        std::tuple{"host-blocking-ref", &reference, "csi-proxy-version1-v1"},
+        std::tuple{"host-isolated", &isolated, "csi-proxy-echo-v1"}}) {
     if (!selection.Wants(id) || (bench_host == &reference && selection.reference_host.empty())) continue;
     if (auto started = bench_host->Start({endpoint}); !started.ok()) {
       std::cerr << id << ": " << started.status().message() << "\n";
@@ -251,6 +276,16 @@ int Main(int argc, char** argv) {
     ProcessMemory m = ReadProcessMemory(s.pid);
     results.Add("overhead", s.id, "idle", "rss_kib", static_cast<double>(m.rss_kib), "KiB");
     results.Add("overhead", s.id, "idle", "threads", static_cast<double>(m.threads), "");
+  }
+  // What an isolated group costs at rest: its runner's memory (RSS; PSS shares the library pages it has in
+  // common with the host) and threads.
+  if (pid_t runner = selection.Wants("host-isolated") ? RunnerOf(isolated.pid()) : -1; runner > 0) {
+    ProcessMemory m = ReadProcessMemory(runner);
+    results.Add("overhead", "runner", "idle", "rss_kib", static_cast<double>(m.rss_kib), "KiB");
+    results.Add("overhead", "runner", "idle", "pss_kib", static_cast<double>(PssKib(runner)), "KiB");
+    results.Add("overhead", "runner", "idle", "threads", static_cast<double>(m.threads), "");
+  } else if (selection.Wants("host-isolated")) {
+    results.Note("overhead", "the isolated host has no runner to measure");
   }
   results.Add("overhead", "config", "", "workers", kWorkers, "");
   results.Add("overhead", "config", "", "rounds", rounds, "");

@@ -100,6 +100,14 @@ int Status(const Globals& g, bool json) {
                 group.required() ? ", required" : "");
     std::printf("  library         %s\n", group.library().c_str());
     std::printf("  plugin version  %s (ABI %u)\n", group.plugin_version().c_str(), group.abi_version());
+    if (group.isolation() == "process") {
+      std::string runner = group.runner_pid() != 0 ? "pid " + std::to_string(group.runner_pid()) : "no runner now";
+      std::printf("  isolation       process: runner %s, %llu restart(s)%s%s\n", runner.c_str(),
+                  static_cast<unsigned long long>(group.restarts()),
+                  group.last_runner_exit().empty() ? "" : ", last runner ", group.last_runner_exit().c_str());
+    } else {
+      std::printf("  isolation       in-process\n");
+    }
     for (int i = 0; i < group.endpoints_size(); ++i) {
       std::printf("  %-15s %s\n", i == 0 ? "endpoints" : "", group.endpoints(i).c_str());
     }

@@ -94,7 +94,7 @@ TEST(DebPackage, InstallsChecksServesKeepsAnEditedConfigurationAcrossAReinstallA
   auto installed = RunCommand({"/usr/bin/dpkg", "--install", deb});
   ASSERT_EQ(installed.exit_code, 0) << installed.output;
   for (const char* f :
-       {"/usr/bin/csi-proxy", "/usr/bin/csi-proxyctl", "/usr/bin/csi-proxy-plugin-check",
+       {"/usr/bin/csi-proxy", "/usr/bin/csi-proxyctl", "/usr/bin/csi-proxy-plugin-check", "/usr/bin/csi-proxy-runner",
         "/usr/lib/csi-proxy/plugins/libcsi-proxy-filesystem.so", "/usr/lib/csi-proxy/plugins/libcsi-proxy-iscsi.so",
         "/usr/include/csi_proxy/plugin_abi.h", "/usr/lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
         "/usr/libexec/csi-proxy/protoc-gen-csi-proxy", "/usr/lib/systemd/system/csi-proxy.service",

@@ -57,6 +57,10 @@ struct csi_proxy_host_call {
   // the handler, if it runs, sees the call cancelled and its completion is dropped. No-op once answered.
   void Abandon(csi_proxy_status_code code, std::string_view message);
 
+  // The handler sees the call cancelled from now on (call_is_cancelled); it still answers it. An isolated group's
+  // runner marks a call so when the host answered it without the handler.
+  void MarkCancelled() { cancelled_.store(true, std::memory_order_release); }
+
   // The reactor is gone: nothing may be answered through it any more. Called after it has been answered.
   void DetachSink();
 

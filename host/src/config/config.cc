@@ -24,9 +24,21 @@ namespace {
 namespace fs = std::filesystem;
 
 // The keys of a [groups.<name>] table that the host consumes; every other key is the library's.
-const std::set<std::string> kGroupHostKeys = {"enabled",      "required",         "library",           "versions",
-                                              "workers",      "max_queued_calls", "max_request_bytes", "allowed_uids",
-                                              "allowed_gids", "read_only_uids",   "read_only_gids"};
+const std::set<std::string> kGroupHostKeys = {"enabled",
+                                              "required",
+                                              "library",
+                                              "versions",
+                                              "workers",
+                                              "max_queued_calls",
+                                              "max_request_bytes",
+                                              "allowed_uids",
+                                              "allowed_gids",
+                                              "read_only_uids",
+                                              "read_only_gids",
+                                              "isolation",
+                                              "restart_limit",
+                                              "restart_window_seconds",
+                                              "hang_restart_seconds"};
 
 // The host's keys that confine an isolated group's runner (config/group_privileges.h).
 const std::vector<std::string> kPrivilegeKeys = {"capabilities",     "user",           "group",
@@ -429,6 +441,19 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   CSI_PROXY_RETURN_IF_ERROR(
       ReadInt(source, *t, table_name, "max_request_bytes", 1024, 16 * 1024 * 1024, g.max_request_bytes));
   CSI_PROXY_RETURN_IF_ERROR(ReadAccessLists(source, *t, table_name, g.access));
+  std::string isolation = IsolationName(g.isolation);
+  CSI_PROXY_RETURN_IF_ERROR(ReadString(source, *t, table_name, "isolation", isolation));
+  if (isolation == IsolationName(Isolation::kProcess)) {
+    g.isolation = Isolation::kProcess;
+  } else if (isolation != IsolationName(Isolation::kInProcess)) {
+    return KeyError(source, *t->get("isolation"), table_name + ".isolation",
+                    "holds '" + isolation + "'; it must be \"in-process\" or \"process\"");
+  }
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "restart_limit", 0, 1000, g.restart_limit));
+  CSI_PROXY_RETURN_IF_ERROR(
+      ReadInt(source, *t, table_name, "restart_window_seconds", 1, 86400, g.restart_window_seconds));
+  CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "hang_restart_seconds", 0, 86400, g.hang_restart_seconds));
+  g.table = *t;
   CSI_PROXY_RETURN_IF_ERROR(ReadPrivileges(source, *t, table_name, g));
   for (const auto& [key, value] : *t) {
     std::string k(key.str());
@@ -440,6 +465,8 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
 }
 
 }  // namespace
+
+const char* IsolationName(Isolation isolation) { return isolation == Isolation::kProcess ? "process" : "in-process"; }
 
 bool IsValidGroupName(std::string_view name) {
   if (name.empty() || name.size() > CSI_PROXY_GROUP_NAME_MAX) return false;

@@ -19,18 +19,30 @@
 
 namespace csi_proxy::host {
 
+// Where a group's library runs: in the host's process, or in a runner process of its own (host/runner/).
+enum class Isolation { kInProcess, kProcess };
+const char* IsolationName(Isolation isolation);
+
 struct GroupConfig {
   std::string name;    // the table name in [groups.<name>]
   std::string source;  // the configuration file, for messages
   bool enabled = true;
-  bool required = false;                 // a group that cannot be loaded stops the host instead of being skipped
-  std::string library;                   // absolute path of the group library
-  std::vector<std::string> versions;     // versions to serve; empty means every version the library offers
-  int workers = 0;                       // handlers of this group that may run at once; 0: [host] workers
-  int max_queued_calls = 64;             // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
-  int max_request_bytes = 64 * 1024;     // the largest request accepted; the API's requests are paths and names
-  AccessLists access;                    // the lists this table gives; see MergeAccessLists for the rest
-  toml::table settings;                  // the group's own keys, handed to the library as they are
+  bool required = false;              // a group that cannot be loaded stops the host instead of being skipped
+  std::string library;                // absolute path of the group library
+  std::vector<std::string> versions;  // versions to serve; empty means every version the library offers
+  int workers = 0;                    // handlers of this group that may run at once; 0: [host] workers
+  int max_queued_calls = 64;          // calls that may wait for a worker; more are refused (RESOURCE_EXHAUSTED)
+  int max_request_bytes = 64 * 1024;  // the largest request accepted; the API's requests are paths and names
+  AccessLists access;                 // the lists this table gives; see MergeAccessLists for the rest
+  toml::table settings;               // the group's own keys, handed to the library as they are
+  Isolation isolation = Isolation::kInProcess;
+  // An isolated group whose runner ended more than restart_limit times within restart_window_seconds is marked
+  // failed (until a reload); one whose call is still running hang_restart_seconds past its deadline has its
+  // runner killed and restarted (0: never).
+  int restart_limit = 5;
+  int restart_window_seconds = 60;
+  int hang_restart_seconds = 10;
+  toml::table table;                     // the whole table as written: an isolated group's runner parses it again
   std::map<std::string, int> key_lines;  // the line of each of those keys in `source`, for messages
 
   // What the group's runner may do: the defaults for its table name (DefaultGroupPrivileges), key by key replaced

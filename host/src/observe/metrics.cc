@@ -140,10 +140,10 @@ class GroupCollector final : public prometheus::Collectable {
     Tracked t;
     t.runtime = runtime;
     t.name = runtime->name();
-    t.group = runtime->plugin().group();
-    t.library = runtime->plugin().library();
-    t.plugin_version = runtime->plugin().plugin_version();
-    t.abi_version = std::to_string(runtime->plugin().abi_version());
+    t.group = runtime->group();
+    t.library = runtime->library();
+    t.plugin_version = runtime->plugin_version();
+    t.abi_version = std::to_string(runtime->abi_version());
     for (const auto& [endpoint, e] : runtime->endpoints()) t.endpoints.emplace_back(e.version, endpoint);
     std::lock_guard lock(mu_);
     tracked_.push_back(std::move(t));
@@ -153,7 +153,9 @@ class GroupCollector final : public prometheus::Collectable {
     std::lock_guard lock(mu_);
     for (auto it = tracked_.begin(); it != tracked_.end(); ++it) {
       if (it->runtime.lock().get() != &runtime) continue;
-      retired_refused_[it->name] += runtime.usage().executor.refused;
+      GroupRuntime::Usage usage = runtime.usage();
+      retired_refused_[it->name] += usage.executor.refused;
+      if (runtime.isolation() == Isolation::kProcess) retired_restarts_[it->name] += usage.runner.restarts;
       tracked_.erase(it);
       return;
     }
@@ -165,11 +167,14 @@ class GroupCollector final : public prometheus::Collectable {
       const Tracked* info = nullptr;
       GroupRuntime::State state = GroupRuntime::State::kStopped;
       double in_flight = 0, busy = 0, queued = 0, refused = 0, workers = 0;
+      bool isolated = false;
+      double restarts = 0, runner_up = 0;
     };
     std::map<std::string, Sum> sums;
     std::vector<std::shared_ptr<GroupRuntime>> alive;  // held while reading them
     std::lock_guard lock(mu_);
     for (const auto& [name, refused] : retired_refused_) sums[name].refused = static_cast<double>(refused);
+    for (const auto& [name, restarts] : retired_restarts_) sums[name].restarts = static_cast<double>(restarts);
     for (const auto& t : tracked_) {
       auto runtime = t.runtime.lock();
       if (!runtime) continue;
@@ -180,6 +185,11 @@ class GroupCollector final : public prometheus::Collectable {
       s.busy += u.executor.running;
       s.queued += static_cast<double>(u.executor.queued);
       s.refused += static_cast<double>(u.executor.refused);
+      if (runtime->isolation() == Isolation::kProcess) {
+        s.isolated = true;
+        s.restarts += static_cast<double>(u.runner.restarts);
+        s.runner_up = u.runner.pid != 0 ? 1 : 0;  // the newest instance's runner
+      }
       // Later instances replace earlier ones; an instance that reloads or drains shows in the state.
       s.info = &t;
       s.workers = runtime->limits().workers;
@@ -191,10 +201,11 @@ class GroupCollector final : public prometheus::Collectable {
                       "The library serving each group and version: its file, plugin version and ABI version (1)",
                       MetricType::Gauge,
                       {}};
-    MetricFamily state{"csi_proxy_group_state",
-                       "1 for the state the group is in (serving, reloading, draining, stopped), 0 for the others",
-                       MetricType::Gauge,
-                       {}};
+    MetricFamily state{
+        "csi_proxy_group_state",
+        "1 for the state the group is in (serving, reloading, draining, stopped, failed), 0 for the others",
+        MetricType::Gauge,
+        {}};
     MetricFamily in_flight{"csi_proxy_group_calls_in_flight",
                            "Calls handed to the group and not answered by it yet",
                            MetricType::Gauge,
@@ -209,8 +220,21 @@ class GroupCollector final : public prometheus::Collectable {
                          "Calls refused with RESOURCE_EXHAUSTED because the group's budget and queue were full",
                          MetricType::Counter,
                          {}};
+    MetricFamily restarts{"csi_proxy_group_restarts_total",
+                          "Runners of an isolated group started again after the previous one ended (a crash, an abort, "
+                          "an exit, a kill, a call hung past its deadline)",
+                          MetricType::Counter,
+                          {}};
+    MetricFamily runner_up{"csi_proxy_group_runner_up",
+                           "1 when an isolated group's runner is up and serving, 0 while it restarts or has failed",
+                           MetricType::Gauge,
+                           {}};
     for (const auto& [name, s] : sums) {
       refused.metric.push_back(Sample({{"group", name}}, s.refused, MetricType::Counter));
+      if (s.isolated || retired_restarts_.count(name)) {
+        restarts.metric.push_back(Sample({{"group", name}}, s.restarts, MetricType::Counter));
+      }
+      if (s.isolated) runner_up.metric.push_back(Sample({{"group", name}}, s.runner_up, MetricType::Gauge));
       if (s.info == nullptr) continue;  // retired: only its refusals stay
       for (const auto& [version, endpoint] : s.info->endpoints) {
         info.metric.push_back(Sample({{"group", name},
@@ -223,7 +247,7 @@ class GroupCollector final : public prometheus::Collectable {
                                      1, MetricType::Gauge));
       }
       for (auto st : {GroupRuntime::State::kServing, GroupRuntime::State::kReloading, GroupRuntime::State::kDraining,
-                      GroupRuntime::State::kStopped}) {
+                      GroupRuntime::State::kStopped, GroupRuntime::State::kFailed}) {
         state.metric.push_back(Sample({{"group", name}, {"state", GroupRuntime::StateName(st)}}, st == s.state ? 1 : 0,
                                       MetricType::Gauge));
       }
@@ -232,7 +256,7 @@ class GroupCollector final : public prometheus::Collectable {
       workers.metric.push_back(Sample({{"group", name}}, s.workers, MetricType::Gauge));
       queued.metric.push_back(Sample({{"group", name}}, s.queued, MetricType::Gauge));
     }
-    return {info, state, in_flight, busy, workers, queued, refused};
+    return {info, state, in_flight, busy, workers, queued, refused, restarts, runner_up};
   }
 
  private:
@@ -254,13 +278,16 @@ class GroupCollector final : public prometheus::Collectable {
         return 2;
       case GroupRuntime::State::kReloading:
         return 3;
+      case GroupRuntime::State::kFailed:
+        return 4;
     }
     return 0;
   }
 
   mutable std::mutex mu_;
-  std::vector<Tracked> tracked_;                     // in load order
-  std::map<std::string, uint64_t> retired_refused_;  // by group name
+  std::vector<Tracked> tracked_;                      // in load order
+  std::map<std::string, uint64_t> retired_refused_;   // by group name
+  std::map<std::string, uint64_t> retired_restarts_;  // by group name: isolated groups' runners restarted
 };
 
 // The audit log's counters, read at each scrape.

@@ -78,6 +78,10 @@ class AdminServer::Service final : public admin::Admin::CallbackService {
       s->set_state(g.state);
       s->set_required(g.required);
       s->set_privileges(g.privileges);
+      s->set_isolation(g.isolation);
+      s->set_runner_pid(g.usage.runner.pid);
+      s->set_restarts(g.usage.runner.restarts);
+      s->set_last_runner_exit(g.usage.runner.last_exit);
     }
     out->set_endpoint_dir(runtime_.endpoint_dir());
     return Answer(ctx, grpc::Status::OK);

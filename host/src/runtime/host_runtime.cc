@@ -125,7 +125,7 @@ EndpointRegistry HostRuntime::RegistryOf(const Runtimes& runtimes, const std::st
   EndpointRegistry registry;
   for (const auto& [name, runtime] : runtimes) {
     if (name == skip) continue;
-    registry.Commit(runtime->plugin().group(), runtime->plugin().library(), runtime->plugin().services());
+    registry.Commit(runtime->group(), runtime->library(), runtime->services());
   }
   return registry;
 }
@@ -213,7 +213,7 @@ std::vector<std::string> HostRuntime::StopAll(const std::vector<std::shared_ptr<
   // One after the other: the deadline is absolute, so the whole stays bounded by it.
   std::vector<std::string> lines;
   for (const auto& runtime : runtimes) {
-    std::string what = runtime->name() + " (" + runtime->plugin().library() + ")";
+    std::string what = runtime->name() + " (" + runtime->library() + ")";
     std::vector<std::string> running = runtime->Stop(deadline);
     if (running.empty()) continue;
     std::string line = "group " + what + " still runs " + Join(running) + " past the timeout; its library stays loaded";
@@ -252,11 +252,11 @@ HostRuntime::LoadedGroups HostRuntime::LoadGroups(const HostConfig& config, bool
       if (fatal && !keep_going) break;
       continue;
     }
-    const LoadedPlugin& p = (*runtime)->plugin();
-    spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {})", p.config_name(), p.library(),
-                 p.plugin_version(), p.abi_version());
+    const GroupRuntime& p = **runtime;
+    spdlog::info("group '{}' loaded from {} (plugin version {}, ABI {}{})", p.name(), p.library(), p.plugin_version(),
+                 p.abi_version(), p.isolation() == Isolation::kProcess ? ", in a runner process of its own" : "");
     for (const auto& v : p.skipped_versions()) {
-      spdlog::info("group '{}': not serving {} (not in versions)", p.config_name(), v);
+      spdlog::info("group '{}': not serving {} (not in versions)", p.name(), v);
     }
     out.groups[group.name] = std::move(*runtime);
   }
@@ -348,7 +348,11 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
     return report;
   }
   std::map<std::string, std::string> instances;
-  for (const auto& [name, runtime] : groups_) instances[name] = runtime->fingerprint();
+  for (const auto& [name, runtime] : groups_) {
+    // An isolated group that failed is loaded again (a new runner) even when nothing about it changed.
+    instances[name] =
+        runtime->state() == GroupRuntime::State::kFailed ? "failed\n" + runtime->fingerprint() : runtime->fingerprint();
+  }
   std::map<std::string, std::string> identities;
   for (const auto& g : loaded->groups) {
     if (g.enabled) identities[g.library] = LibraryFileIdentity(g.library);
@@ -447,12 +451,12 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
       continue;
     }
     if (old == groups_.end()) {
-      report.applied.push_back("group '" + name + "' enabled (" + runtime->plugin().library() + ")");
+      report.applied.push_back("group '" + name + "' enabled (" + runtime->library() + ")");
     } else {
       Unserve(*old->second, runtime->endpoints(), system_deadline);
       draining.push_back(old->second);
-      report.applied.push_back("group '" + name + "' reloaded (" + runtime->plugin().library() + ", plugin version " +
-                               runtime->plugin().plugin_version() + ")");
+      report.applied.push_back("group '" + name + "' reloaded (" + runtime->library() + ", plugin version " +
+                               runtime->plugin_version() + ")");
     }
     groups_[name] = runtime;
   }
@@ -542,8 +546,15 @@ void HostRuntime::Publish(const std::vector<std::shared_ptr<GroupRuntime>>& drai
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->endpoint_dir = config_.endpoint_dir;
   auto add = [&](const std::string& name, const std::shared_ptr<GroupRuntime>& runtime) {
-    const LoadedPlugin& p = runtime->plugin();
-    GroupState g{name, p.group(), p.library(), p.plugin_version(), p.abi_version(), {}, runtime->limits(), {}};
+    GroupState g{name,
+                 runtime->group(),
+                 runtime->library(),
+                 runtime->plugin_version(),
+                 runtime->abi_version(),
+                 {},
+                 runtime->limits(),
+                 {}};
+    g.isolation = IsolationName(runtime->isolation());
     for (const auto& [endpoint, e] : runtime->endpoints()) {
       g.endpoints.push_back(endpoint);
       for (const auto& [method, handler] : e.methods) {

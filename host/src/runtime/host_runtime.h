@@ -66,7 +66,8 @@ struct GroupState {
   GroupExecutor::Limits limits;
   GroupRuntime::Usage usage;
   bool required = false;
-  std::string state;                           // GroupRuntime::StateName: serving, reloading, draining, stopped
+  std::string state;                           // GroupRuntime::StateName: serving, reloading, draining, stopped, failed
+  std::string isolation;                       // IsolationName: in-process or process
   std::vector<std::string> read_only_methods;  // full method paths the library marked read-only, sorted
   std::string privileges;                      // what its runner may do (GroupRuntime::privileges), or empty
 };

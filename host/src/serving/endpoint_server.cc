@@ -14,9 +14,12 @@ EndpointServer::EndpointServer(std::string path, std::shared_ptr<const EndpointB
       gate_(std::move(streams)),
       router_(std::move(binding), &gate_),
       reflection_(&gate_, [this] { return router_.binding(); }),
-      health_(&gate_, [this] { return router_.binding(); }) {}
+      health_(&gate_, [this] { return router_.binding(); }) {
+  WatchDispatcher(nullptr, router_.binding()->dispatcher.get());
+}
 
 EndpointServer::~EndpointServer() {
+  WatchDispatcher(router_.binding()->dispatcher.get(), nullptr);
   CloseSocket();
   Stop(std::chrono::system_clock::now());
 }
@@ -47,8 +50,22 @@ Status EndpointServer::Start(const SocketAccess& access, int max_receive_bytes,
   return Status::Ok();
 }
 
+void EndpointServer::WatchDispatcher(CallDispatcher* before, CallDispatcher* now) {
+  if (before == now) return;
+  if (before != nullptr) before->RemoveWatcher(this);
+  if (now != nullptr) {
+    now->AddWatcher(this, [this] {
+      std::lock_guard lock(health_mu_);
+      if (server_) PublishHealth();
+    });
+  }
+}
+
 void EndpointServer::Rebind(std::shared_ptr<const EndpointBinding> binding) {
+  CallDispatcher* before = router_.binding()->dispatcher.get();
+  CallDispatcher* now = binding->dispatcher.get();
   router_.Bind(std::move(binding));
+  WatchDispatcher(before, now);
   std::lock_guard lock(health_mu_);
   PublishHealth();
 }
@@ -63,8 +80,10 @@ void EndpointServer::PublishHealth() {
   // A service a reload took away stays known, as NOT_SERVING.
   std::map<std::string, bool> next;
   for (const auto& [name, serving] : told_) next[name] = false;
-  next[""] = serving_;
-  for (const auto& name : router_.binding()->endpoint->services) next[name] = serving_;
+  auto binding = router_.binding();
+  const bool serving = serving_ && binding->dispatcher->Available();
+  next[""] = serving;
+  for (const auto& name : binding->endpoint->services) next[name] = serving;
   health_.Set(next);
   told_ = std::move(next);
 }

@@ -40,7 +40,8 @@ class EndpointServer {
   void Rebind(std::shared_ptr<const EndpointBinding> binding);
 
   // What the health service (grpc.health.v1) answers for "" and each service of the binding: SERVING or
-  // NOT_SERVING. An endpoint serves from Start.
+  // NOT_SERVING. An endpoint serves from Start, unless its group instance is not available (an isolated group
+  // whose runner failed).
   void SetServing(bool serving);
   std::shared_ptr<const EndpointBinding> binding() const { return router_.binding(); }
 
@@ -69,6 +70,8 @@ class EndpointServer {
   std::unique_ptr<ListeningSocket> socket_;
 
   void PublishHealth();  // with health_mu_ held
+  // Moves the health's watch from one group instance to another (an isolated group can fail on its own).
+  void WatchDispatcher(CallDispatcher* before, CallDispatcher* now);
 };
 
 }  // namespace csi_proxy::host

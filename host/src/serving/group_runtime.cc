@@ -92,6 +92,8 @@ std::string GroupRuntime::Fingerprint(const GroupConfig& group, const HostConfig
   auto limits = LimitsOf(group, host);
   fp += "\n" + std::to_string(limits.workers) + "/" + std::to_string(limits.max_queued) + "/" +
         std::to_string(group.max_request_bytes) + "\n";
+  fp += std::string(IsolationName(group.isolation)) + "/" + std::to_string(group.restart_limit) + "/" +
+        std::to_string(group.restart_window_seconds) + "/" + std::to_string(group.hang_restart_seconds) + "\n";
   // A runner confines itself once, at its start: other privileges need another runner.
   fp += DescribePrivileges(group.privileges) + "\n";
   return fp + GroupConfigToml(group, host);
@@ -113,16 +115,48 @@ StatusOr<std::shared_ptr<GroupRuntime>> GroupRuntime::Load(const GroupConfig& gr
   EndpointRegistry scratch = others;
   // The file's identity before it is loaded: a file replaced meanwhile makes the next reload load it again.
   std::string fingerprint = Fingerprint(group, host, LibraryFileIdentity(group.library));
-  CSI_PROXY_ASSIGN_OR_RETURN(auto plugin, LoadPlugin(group, host, scratch));
   std::shared_ptr<GroupRuntime> runtime(new GroupRuntime(group, host, std::move(fingerprint)));
-  EndpointRegistry mine;
-  mine.Commit(plugin->group(), plugin->library(), plugin->services());
-  runtime->endpoints_ = mine.endpoints();
-  for (const auto& [_, endpoint] : runtime->endpoints_) {
-    for (const auto& [_, handler] : endpoint.methods) runtime->method_runs_->try_emplace(&handler);
+  runtime->library_ = group.library;
+  if (group.isolation == Isolation::kProcess) {
+    CSI_PROXY_ASSIGN_OR_RETURN(
+        runtime->runner_, RunnerSupervisor::Start(group, host, std::chrono::steady_clock::now() + host.load_timeout));
+    const RunnerDescription& d = runtime->runner_->description();
+    // The runner's library registered against nothing: the conflicts with the other groups are checked here.
+    if (Status conflict = scratch.CheckConflicts(group.name, group.library, d.services); !conflict.ok()) {
+      return Status(Code::kFailedPrecondition,
+                    "group '" + group.name + "' (" + group.library + "): " + conflict.message());
+    }
+    for (uint32_t i = 0; i < d.method_paths.size(); ++i) runtime->runner_methods_[d.method_paths[i]] = i;
+    // The supervisor's thread ends in Stop, before the watchers go.
+    runtime->runner_->OnAvailability([self = runtime.get()](bool) {
+      std::lock_guard lock(self->watchers_mu_);
+      for (const auto& [key, changed] : self->watchers_) changed();
+    });
+    runtime->group_ = group.name;  // the runner refuses a library answering another group, as LoadPlugin does
+    runtime->plugin_version_ = d.plugin_version;
+    runtime->abi_version_ = d.abi_version;
+    runtime->skipped_versions_ = d.skipped_versions;
+    runtime->TakeRegistrations(d.services);
+    return runtime;
   }
+  CSI_PROXY_ASSIGN_OR_RETURN(auto plugin, LoadPlugin(group, host, scratch));
+  runtime->group_ = plugin->group();
+  runtime->plugin_version_ = plugin->plugin_version();
+  runtime->abi_version_ = plugin->abi_version();
+  runtime->skipped_versions_ = plugin->skipped_versions();
+  runtime->TakeRegistrations(plugin->services());
   runtime->plugin_ = std::move(plugin);
   return runtime;
+}
+
+void GroupRuntime::TakeRegistrations(const std::vector<ServiceRegistration>& services) {
+  services_ = services;
+  EndpointRegistry mine;
+  mine.Commit(group_, library_, services);
+  endpoints_ = mine.endpoints();
+  for (const auto& [_, endpoint] : endpoints_) {
+    for (const auto& [_, handler] : endpoint.methods) method_runs_->try_emplace(&handler);
+  }
 }
 
 bool GroupRuntime::LibraryCodeMayRun() { return abandoned_loads.load() > 0 || left_running.load(); }
@@ -279,6 +313,13 @@ Status GroupRuntime::Dispatch(const MethodHandler& handler, CallHandle call) {
       if (in_flight != nullptr) EndDispatch(*in_flight);
     }
   } dispatched{in_flight_.get()};
+  if (runner_) {
+    // The runner runs it within the group's budget, inline or on a worker, as in process.
+    auto method = runner_methods_.find(call->info().method);
+    uint32_t index = method != runner_methods_.end() ? method->second : UINT32_MAX;
+    runner_->Send(index, std::move(call));
+    return Status::Ok();
+  }
   if (handler.non_blocking()) {
     // Declared never to block: run here, on the thread that read the request, with no hand-off to a worker.
     // The group's workers and queue are for calls that may wait; this one answers before it returns.
@@ -338,6 +379,8 @@ const char* GroupRuntime::StateName(State state) {
       return "draining";
     case State::kStopped:
       return "stopped";
+    case State::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -355,6 +398,15 @@ std::vector<std::string> GroupRuntime::StopAndUnload(std::chrono::steady_clock::
     in_flight_->empty.wait_until(lock, deadline, [&] { return in_flight_->methods.empty(); });
     if (running.empty()) running.assign(in_flight_->methods.begin(), in_flight_->methods.end());
   }
+  if (runner_) {
+    // Nothing of the library runs in the host: its runner finishes or is killed, and what it had is answered.
+    if (!running.empty()) {
+      spdlog::warn("group '{}': its runner still ran {} call(s) at the deadline; they are answered UNAVAILABLE", name_,
+                   running.size());
+    }
+    runner_->Stop(deadline);
+    return {};
+  }
   if (!plugin_) return running;
   if (running.empty()) {
     plugin_->Shutdown();
@@ -367,9 +419,28 @@ std::vector<std::string> GroupRuntime::StopAndUnload(std::chrono::steady_clock::
   return running;
 }
 
+GroupRuntime::State GroupRuntime::state() const {
+  State state = state_.load(std::memory_order_relaxed);
+  if (state == State::kServing && runner_ && runner_->usage().failed) return State::kFailed;
+  return state;
+}
+
+bool GroupRuntime::Available() const { return !runner_ || !runner_->usage().failed; }
+
+void GroupRuntime::AddWatcher(const void* key, std::function<void()> changed) {
+  std::lock_guard lock(watchers_mu_);
+  watchers_[key] = std::move(changed);
+}
+
+void GroupRuntime::RemoveWatcher(const void* key) {
+  std::lock_guard lock(watchers_mu_);
+  watchers_.erase(key);
+}
+
 GroupRuntime::Usage GroupRuntime::usage() const {
   Usage u;
   u.executor = executor_.usage();
+  if (runner_) u.runner = runner_->usage();
   std::lock_guard lock(in_flight_->mu);
   u.in_flight = in_flight_->methods.size();
   return u;

@@ -1,6 +1,7 @@
 // One loaded instance of an API group at run time: its library, the endpoints it serves, its execution budget and
 // its calls in flight. During an upgrade two instances of a group live side by side: the new one takes new calls
-// while the old one drains.
+// while the old one drains. The library runs in the host's process, or (isolation = "process") in a runner process
+// of its own that a RunnerSupervisor starts and restarts; either way the instance is the endpoints' dispatcher.
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "abi/endpoint_registry.h"
 #include "abi/plugin_loader.h"
 #include "config/config.h"
+#include "isolation/runner_supervisor.h"
 #include "serving/group_executor.h"
 #include "serving/router.h"
 
@@ -41,7 +43,14 @@ class GroupRuntime final : public CallDispatcher {
   ~GroupRuntime() override;
 
   const std::string& name() const { return name_; }  // the [groups.<name>] table
-  const LoadedPlugin& plugin() const { return *plugin_; }
+  // What the library answered and registered, in process or in its runner.
+  const std::string& group() const { return group_; }
+  const std::string& library() const { return library_; }
+  const std::string& plugin_version() const { return plugin_version_; }
+  uint32_t abi_version() const { return abi_version_; }
+  const std::vector<std::string>& skipped_versions() const { return skipped_versions_; }
+  const std::vector<ServiceRegistration>& services() const { return services_; }
+  Isolation isolation() const { return runner_ ? Isolation::kProcess : Isolation::kInProcess; }
   // What the instance was loaded from: the configuration it was given and the library file's identity. A reload
   // replaces the instance when this changes.
   const std::string& fingerprint() const { return fingerprint_; }
@@ -61,6 +70,9 @@ class GroupRuntime final : public CallDispatcher {
   // free, nobody waits for one and no other handler that may block runs on a gRPC thread (the borrowed thread);
   // on one of the group's workers otherwise.
   Status Dispatch(const MethodHandler& handler, CallHandle call) override;
+  bool Available() const override;
+  void AddWatcher(const void* key, std::function<void()> changed) override;
+  void RemoveWatcher(const void* key) override;
 
   // Takes no new calls; lets those in flight finish until `deadline`, then shuts the library down and unloads
   // it. A call still running in the library at the deadline keeps it loaded (never shut down under a running
@@ -69,14 +81,16 @@ class GroupRuntime final : public CallDispatcher {
 
   // Where the instance is in its life, for the health service and the metrics. Set by the host runtime as it
   // reloads; Stop moves a serving instance to kDraining, and any instance to kStopped when it returns.
-  enum class State { kServing, kReloading, kDraining, kStopped };
-  State state() const { return state_.load(std::memory_order_relaxed); }
+  // kFailed: an isolated group whose runner ended too often (restart_limit); it answers UNAVAILABLE until a reload.
+  enum class State { kServing, kReloading, kDraining, kStopped, kFailed };
+  State state() const;
   void set_state(State state) { state_.store(state, std::memory_order_relaxed); }
   static const char* StateName(State state);
 
   struct Usage {
     GroupExecutor::Usage executor;
     size_t in_flight = 0;  // calls dispatched and not yet completed (also those answered at their deadline)
+    RunnerUsage runner;    // an isolated group's runner
   };
   Usage usage() const;
   const GroupExecutor::Limits& limits() const { return executor_.limits(); }
@@ -88,6 +102,7 @@ class GroupRuntime final : public CallDispatcher {
 
  private:
   GroupRuntime(const GroupConfig& group, const HostConfig& host, std::string fingerprint);
+  void TakeRegistrations(const std::vector<ServiceRegistration>& services);
   std::vector<std::string> StopAndUnload(std::chrono::steady_clock::time_point deadline);
 
   // Calls dispatched and not yet completed, by method.
@@ -129,7 +144,13 @@ class GroupRuntime final : public CallDispatcher {
   std::atomic<bool> required_;
   const size_t max_request_bytes_;
   const std::string privileges_;
-  std::unique_ptr<LoadedPlugin> plugin_;
+  std::string group_, library_, plugin_version_;
+  uint32_t abi_version_ = 0;
+  std::vector<std::string> skipped_versions_;
+  std::vector<ServiceRegistration> services_;
+  std::unique_ptr<LoadedPlugin> plugin_;                      // in process
+  std::unique_ptr<RunnerSupervisor> runner_;                  // isolated
+  std::unordered_map<std::string, uint32_t> runner_methods_;  // method path -> its index in the runner's list
   std::map<std::string, Endpoint> endpoints_;
   // By the address of each handler in endpoints_ (which never change after Load).
   std::shared_ptr<AllMethodRuns> method_runs_ = std::make_shared<AllMethodRuns>();
@@ -137,6 +158,8 @@ class GroupRuntime final : public CallDispatcher {
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   bool stopped_ = false;
   std::atomic<State> state_{State::kServing};
+  std::mutex watchers_mu_;
+  std::map<const void*, std::function<void()>> watchers_;  // guarded by watchers_mu_, and held while they run
 };
 
 }  // namespace csi_proxy::host

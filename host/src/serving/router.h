@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,16 @@ class CallDispatcher {
  public:
   virtual ~CallDispatcher() = default;
   virtual Status Dispatch(const MethodHandler& handler, CallHandle call) = 0;
+  // Whether calls can run at all now: false for an isolated group whose runner failed for good (the endpoints'
+  // health then says NOT_SERVING).
+  virtual bool Available() const { return true; }
+  // Calls `changed` (keyed by `key`) when Available changes, on any thread; RemoveWatcher returns once no call to
+  // it runs any more.
+  virtual void AddWatcher(const void* key, std::function<void()> changed) {
+    (void)key;
+    (void)changed;
+  }
+  virtual void RemoveWatcher(const void* key) { (void)key; }
 };
 
 // A call the router has answered, as observers see it.

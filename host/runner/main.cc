@@ -1,0 +1,301 @@
+// csi-proxy-runner: the process an isolated group's library runs in ([groups.<name>] isolation = "process"). The
+// host starts it with one socket as descriptor 3 and tells it what to load (runner.proto's Start); it loads the
+// library with the host's own code (a GroupRuntime in process: the same loader, host table, call handles and
+// budget), describes what the library registered, then runs the calls the host sends and sends their answers and
+// its log lines back. It ends when the host says so, when the host goes (its socket closes, or the kernel's
+// PR_SET_PDEATHSIG), or when the library crashes it, which is what it is for.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "config/config.h"
+#include "config/trusted_files.h"
+#include "isolation/runner_protocol.h"
+#include "serving/group_runtime.h"
+
+namespace csi_proxy::host {
+namespace {
+
+// Exit statuses the host reports ("exited with status N").
+constexpr int kExitUsage = 64;       // wrong arguments: not started by the host
+constexpr int kExitLostSocket = 70;  // the socket to the host failed (the library may have closed it)
+
+// The socket to the host. Frames are written whole under one lock, from any thread.
+class Link {
+ public:
+  explicit Link(int fd) : fd_(fd) {}
+
+  void Send(const runner_proto::RunnerMessage& message) {
+    if (corked_) {
+      // Answers of calls run inline while the main thread takes a batch of calls: written together after it.
+      AppendFrame(message, corked_frames_);
+      return;
+    }
+    std::string frame;
+    AppendFrame(message, frame);
+    Write(frame);
+  }
+
+  // While corked, what the main thread sends waits until Uncork, so that a batch of calls read at once is answered
+  // with one write rather than one per call.
+  void Cork() { corked_ = true; }
+  void Uncork() {
+    corked_ = false;
+    if (!corked_frames_.empty()) Write(corked_frames_);
+    corked_frames_.clear();
+  }
+  // Whether the bytes received hold another whole message, which the next Receive returns without a read.
+  bool HasMessage() const { return reader_.HasFrame(); }
+
+  // The next message from the host; false when the host closed the socket.
+  bool Receive(runner_proto::RunnerMessage& out) {
+    for (;;) {
+      auto next = reader_.Next(out);
+      if (!next.ok()) std::_Exit(kExitLostSocket);
+      if (*next) return true;
+      char* space = reader_.Space(64 * 1024);
+      ssize_t n = recv(fd_, space, 64 * 1024, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) std::_Exit(kExitLostSocket);
+      if (n == 0) return false;
+      reader_.Filled(static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  void Write(const std::string& bytes) {
+    std::lock_guard lock(write_mu_);
+    size_t at = 0;
+    while (at < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) std::_Exit(kExitLostSocket);  // the host is gone, or the socket is: nothing left to serve
+      at += static_cast<size_t>(n);
+    }
+  }
+
+  // Set only by the main thread, and read only on it: other threads' sends are never corked.
+  static thread_local bool corked_;
+  std::string corked_frames_;
+  const int fd_;
+  std::mutex write_mu_;
+  FrameReader reader_;  // the main thread's only
+};
+
+thread_local bool Link::corked_ = false;
+
+// The runner's log goes to the host's: the library's host->log lines and the runner's own, at their levels.
+class ForwardSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit ForwardSink(Link* link) : link_(link) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    constexpr size_t kMaxLine = 16 * 1024;
+    runner_proto::RunnerMessage m;
+    m.mutable_log()->set_level(static_cast<int>(msg.level));
+    m.mutable_log()->set_text(std::string(msg.payload.data(), std::min(msg.payload.size(), kMaxLine)));
+    link_->Send(m);
+  }
+  void flush_() override {}
+
+ private:
+  Link* link_;
+};
+
+// Where a call's answer goes: a Completion frame. Deleted once it has answered (a call is answered once).
+class RemoteAnswer final : public CallAnswerSink {
+ public:
+  RemoteAnswer(uint64_t id, Link* link, std::function<void(uint64_t)> forget)
+      : id_(id), link_(link), forget_(std::move(forget)) {}
+  void Answer(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
+    forget_(id_);
+    runner_proto::RunnerMessage m;
+    runner_proto::Completion* c = m.mutable_completion();
+    c->set_id(id_);
+    c->set_code(code);
+    c->set_message(std::string(message));
+    c->set_response(std::string(response));
+    link_->Send(m);
+    delete this;
+  }
+
+ private:
+  const uint64_t id_;
+  Link* link_;
+  std::function<void(uint64_t)> forget_;
+};
+
+// The least-privilege step goes here: what the group may do (capabilities, no_new_privs, user and group, the
+// seccomp filter, resource limits), applied from `group`'s keys after the configuration is read and before the
+// library is loaded, so that not even its constructors run with more.
+Status ApplyGroupPrivileges(const GroupConfig& group) {
+  (void)group;
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<GroupRuntime>> LoadGroup(const runner_proto::Start& start, const std::string& name) {
+  if (start.allow_untrusted_files()) AllowUntrustedFiles();
+  CSI_PROXY_ASSIGN_OR_RETURN(HostConfig config,
+                             ParseConfig(start.config_toml(), start.source(), ExecutableDirectory()));
+  config.check_only = start.check_only();
+  if (config.groups.size() != 1 || config.groups[0].name != name) {
+    return Status(Code::kInvalidArgument, "the runner of group '" + name + "' was handed another group's table");
+  }
+  GroupConfig& group = config.groups[0];
+  group.isolation = Isolation::kInProcess;  // here it is
+  group.key_lines.clear();
+  for (const auto& [key, line] : start.key_lines()) group.key_lines[key] = line;
+  CSI_PROXY_RETURN_IF_ERROR(ApplyGroupPrivileges(group));
+  return GroupRuntime::Load(group, config, EndpointRegistry{});
+}
+
+runner_proto::RunnerMessage ReadyOf(const GroupRuntime& runtime) {
+  runner_proto::RunnerMessage m;
+  runner_proto::Ready* ready = m.mutable_ready();
+  ready->set_protocol_version(kRunnerProtocolVersion);
+  ready->set_plugin_version(runtime.plugin_version());
+  ready->set_abi_version(runtime.abi_version());
+  for (const auto& v : runtime.skipped_versions()) ready->add_skipped_versions(v);
+  for (const auto& reg : runtime.services()) {
+    runner_proto::Service* s = ready->add_services();
+    s->set_version(reg.version);
+    s->set_service_name(reg.service_name);
+    for (const auto& [path, handler] : reg.methods) {
+      runner_proto::Method* method = s->add_methods();
+      method->set_path(path);
+      method->set_flags(handler.flags);
+    }
+    for (const auto& fd : reg.file_descriptors) s->add_file_descriptors(fd);
+  }
+  return m;
+}
+
+int Serve(int fd, const std::string& name) {
+  Link link(fd);
+  auto logger = std::make_shared<spdlog::logger>("runner", std::make_shared<ForwardSink>(&link));
+  spdlog::set_default_logger(logger);
+
+  runner_proto::RunnerMessage m;
+  if (!link.Receive(m) || !m.has_start()) return kExitLostSocket;
+  const runner_proto::Start start = m.start();
+  if (start.protocol_version() != kRunnerProtocolVersion) {
+    runner_proto::RunnerMessage refused;
+    refused.mutable_load_failed()->set_code(static_cast<int>(Code::kFailedPrecondition));
+    refused.mutable_load_failed()->set_message("group '" + name + "': the runner speaks protocol version " +
+                                               std::to_string(kRunnerProtocolVersion) + ", the host " +
+                                               std::to_string(start.protocol_version()));
+    link.Send(refused);
+    return 0;
+  }
+  if (IsValidLogLevel(start.log_level())) spdlog::set_level(spdlog::level::from_str(start.log_level()));
+
+  auto loaded = LoadGroup(start, name);
+  if (!loaded.ok()) {
+    runner_proto::RunnerMessage refused;
+    refused.mutable_load_failed()->set_code(static_cast<int>(loaded.status().code()));
+    refused.mutable_load_failed()->set_message(loaded.status().message());
+    link.Send(refused);
+    return 0;
+  }
+  std::shared_ptr<GroupRuntime> runtime = std::move(*loaded);
+  // The method a call names by its index: the order Ready lists them in.
+  std::vector<std::pair<std::string, MethodHandler>> methods;
+  for (const auto& reg : runtime->services()) methods.insert(methods.end(), reg.methods.begin(), reg.methods.end());
+  link.Send(ReadyOf(*runtime));
+
+  std::mutex calls_mu;
+  std::unordered_map<uint64_t, std::weak_ptr<csi_proxy_host_call>> calls;  // for Cancel
+  auto forget = [&](uint64_t id) {
+    std::lock_guard lock(calls_mu);
+    calls.erase(id);
+  };
+  while (link.Receive(m)) {
+    // Answers of this batch's inline calls go out in one write once no whole message is left to take.
+    link.Cork();
+    struct Uncork {
+      Link& link;
+      ~Uncork() {
+        if (!link.HasMessage()) link.Uncork();
+      }
+    } uncork{link};
+    if (m.has_call()) {
+      const runner_proto::Call& c = m.call();
+      if (c.method() >= methods.size()) {
+        RemoteAnswer(c.id(), &link, [](uint64_t) {}).Answer(CSI_PROXY_STATUS_UNIMPLEMENTED, "no such method", {});
+        continue;
+      }
+      const auto& [path, handler] = methods[c.method()];
+      CallInfo info;
+      info.group = runtime->name();
+      info.method = path;
+      info.peer.pid = c.peer_pid();
+      info.peer.uid = c.peer_uid();
+      info.peer.gid = c.peer_gid();
+      if (c.deadline_unix_ns() != INT64_MAX) {
+        info.deadline =
+            std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                std::chrono::nanoseconds(c.deadline_unix_ns())));
+      }
+      auto call = std::make_shared<csi_proxy_host_call>(std::move(info), grpc::Slice(c.request()),
+                                                        new RemoteAnswer(c.id(), &link, forget));
+      {
+        std::lock_guard lock(calls_mu);
+        calls[c.id()] = call;
+      }
+      Status dispatched = runtime->Dispatch(handler, call);
+      if (!dispatched.ok())
+        call->Complete(static_cast<csi_proxy_status_code>(dispatched.code()), dispatched.message(), {});
+    } else if (m.has_cancel()) {
+      std::shared_ptr<csi_proxy_host_call> call;
+      {
+        std::lock_guard lock(calls_mu);
+        auto it = calls.find(m.cancel().id());
+        if (it != calls.end()) call = it->second.lock();
+      }
+      // The host answered it already; the handler still completes it, and the host drops that answer.
+      if (call) call->MarkCancelled();
+    } else if (m.has_shutdown()) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.shutdown().timeout_ms());
+      std::vector<std::string> running = runtime->Stop(deadline);
+      if (!running.empty()) spdlog::warn("[{}] the runner ends with calls still running: {}", name, running.size());
+      spdlog::default_logger()->flush();
+      std::_Exit(0);  // a handler still running must not see the process's destructors
+    }
+  }
+  // The host closed the socket without a shutdown: it is gone, and nobody waits for an answer.
+  std::_Exit(0);
+}
+
+}  // namespace
+}  // namespace csi_proxy::host
+
+int main(int argc, char** argv) {
+  using namespace csi_proxy::host;
+  prctl(PR_SET_NAME, "csi-proxy-run");  // the kernel names a process run from a descriptor by its number
+  // The host stops its runners itself, after its calls drained: a stop sent to the whole service (systemd's
+  // SIGTERM to the unit's processes, Ctrl-C to the terminal's process group) must not end them first.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
+  std::string group;
+  int fd = -1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--group") group = argv[i + 1];
+    if (flag == "--fd") fd = std::atoi(argv[i + 1]);
+  }
+  if (!IsValidGroupName(group) || fd != 3 || argc != 5) {
+    std::fprintf(stderr, "csi-proxy-runner: started by the host for an isolated group; not to be run by hand\n");
+    return kExitUsage;
+  }
+  return Serve(fd, group);
+}

@@ -1,0 +1,651 @@
+// The runner of an isolated group on Linux: fork and exec of csi-proxy-runner on a socket pair (the only
+// descriptor it inherits, as 3), with a scrubbed environment, killed by the kernel if the host goes
+// (PR_SET_PDEATHSIG), watched through its pidfd and reaped by its own pid. See runner_supervisor.h.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "config/trusted_files.h"
+#include "isolation/runner_protocol.h"
+#include "isolation/runner_supervisor.h"
+
+namespace csi_proxy::host {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// How a runner ended; `host_killed`: the host's SIGKILL, which the reason then says.
+std::string DescribeWaitStatus(int status, bool host_killed) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    return "killed by signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : "") +
+           (sig == SIGKILL && !host_killed ? ", as the OOM killer or an operator's kill -9 would" : "");
+  }
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "ended (wait status " + std::to_string(status) + ")";
+}
+
+// The environment a runner gets: nothing of the host's but a fixed PATH and the sanitizers' options (a build
+// with them would otherwise report differently in the runner than in the host).
+std::vector<std::string> RunnerEnvironment() {
+  std::vector<std::string> env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
+    if (const char* value = getenv(name)) env.push_back(std::string(name) + "=" + value);
+  }
+  return env;
+}
+
+StatusOr<ServiceRegistration> ServiceOf(const runner_proto::Service& s) {
+  ServiceRegistration reg;
+  reg.version = s.version();
+  reg.service_name = s.service_name();
+  if (reg.version.empty() || reg.service_name.empty() || s.methods_size() == 0 ||
+      s.methods_size() > CSI_PROXY_MAX_METHODS_PER_SERVICE) {
+    return Status(Code::kFailedPrecondition, "the runner described a malformed service '" + reg.service_name + "'");
+  }
+  for (const auto& m : s.methods()) {
+    if (m.path().size() < 3 || m.path()[0] != '/') {
+      return Status(Code::kFailedPrecondition, "the runner described a malformed method path");
+    }
+    MethodHandler handler;
+    handler.flags = m.flags();
+    reg.methods.emplace_back(m.path(), handler);
+  }
+  reg.file_descriptors.assign(s.file_descriptors().begin(), s.file_descriptors().end());
+  return reg;
+}
+
+StatusOr<RunnerDescription> DescriptionOf(const runner_proto::Ready& ready) {
+  if (ready.services_size() == 0 || ready.services_size() > CSI_PROXY_MAX_SERVICES_PER_LIBRARY) {
+    return Status(Code::kFailedPrecondition,
+                  "the runner described " + std::to_string(ready.services_size()) + " services");
+  }
+  RunnerDescription d;
+  d.plugin_version = ready.plugin_version();
+  d.abi_version = ready.abi_version();
+  d.skipped_versions.assign(ready.skipped_versions().begin(), ready.skipped_versions().end());
+  for (const auto& s : ready.services()) {
+    CSI_PROXY_ASSIGN_OR_RETURN(ServiceRegistration reg, ServiceOf(s));
+    for (const auto& [path, handler] : reg.methods) d.method_paths.push_back(path);
+    d.services.push_back(std::move(reg));
+  }
+  return d;
+}
+
+// What the runner is told to load: see runner.proto's Start.
+runner_proto::Start StartMessage(const GroupConfig& group, const HostConfig& host) {
+  toml::array working_dirs;
+  for (const auto& d : host.working_dirs) working_dirs.push_back(d);
+  toml::table host_table{{"kubelet_path", host.kubelet_path},
+                         {"working_dirs", std::move(working_dirs)},
+                         {"state_dir", host.state_dir},
+                         {"plugin_dir", host.plugin_dir},
+                         {"log_level", host.log_level},
+                         {"load_timeout_seconds", host.load_timeout.count()},
+                         {"workers", host.workers}};
+  toml::table table = group.table;
+  table.insert_or_assign("library", group.library);  // resolved against the host's plugin_dir already
+  toml::table doc{{"host", std::move(host_table)}, {"groups", toml::table{{group.name, std::move(table)}}}};
+  std::ostringstream text;
+  text << doc;
+  runner_proto::Start start;
+  start.set_protocol_version(kRunnerProtocolVersion);
+  start.set_config_toml(text.str());
+  start.set_source(group.source);
+  for (const auto& [key, line] : group.key_lines) (*start.mutable_key_lines())[key] = line;
+  start.set_log_level(host.log_level);
+  start.set_check_only(host.check_only);
+  start.set_allow_untrusted_files(UntrustedFilesAllowed());
+  return start;
+}
+
+spdlog::level::level_enum LevelOf(int level) {
+  return level >= spdlog::level::trace && level <= spdlog::level::critical
+             ? static_cast<spdlog::level::level_enum>(level)
+             : spdlog::level::err;
+}
+
+class LinuxRunnerSupervisor final : public RunnerSupervisor {
+ public:
+  LinuxRunnerSupervisor(const GroupConfig& group, const HostConfig& host)
+      : group_(group.name),
+        runner_path_(RunnerPath()),
+        start_(StartMessage(group, host)),
+        restart_limit_(group.restart_limit),
+        restart_window_(std::chrono::seconds(group.restart_window_seconds)),
+        hang_restart_(std::chrono::seconds(group.hang_restart_seconds)),
+        load_timeout_(host.load_timeout),
+        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+  ~LinuxRunnerSupervisor() override { Stop(SteadyClock::now()); }
+
+  Status Begin(SteadyClock::time_point deadline) {
+    if (wake_.get() < 0) return Internal("group '" + group_ + "': eventfd: " + std::strerror(errno));
+    first_deadline_ = deadline;
+    thread_ = std::thread(&LinuxRunnerSupervisor::Run, this);
+    std::unique_lock lock(mu_);
+    started_cv_.wait(lock, [&] { return phase_ != Phase::kStarting; });
+    if (phase_ == Phase::kUp) return Status::Ok();
+    Status refused = first_failure_;
+    lock.unlock();
+    Stop(SteadyClock::now());
+    return refused;
+  }
+
+  const RunnerDescription& description() const override { return description_; }
+
+  void Send(uint32_t method_index, CallHandle call) override {
+    std::unique_lock lock(mu_);
+    if (phase_ != Phase::kUp || method_index >= description_.method_paths.size()) {
+      std::string why = down_reason_;
+      lock.unlock();
+      call->Complete(CSI_PROXY_STATUS_UNAVAILABLE, why, {});
+      return;
+    }
+    const uint64_t id = ++next_id_;
+    runner_proto::RunnerMessage message;
+    runner_proto::Call* c = message.mutable_call();
+    c->set_id(id);
+    c->set_method(method_index);
+    c->set_request(std::string(call->request()));
+    c->set_deadline_unix_ns(call->DeadlineUnixNs());
+    c->set_peer_pid(call->info().peer.pid);
+    c->set_peer_uid(call->info().peer.uid);
+    c->set_peer_gid(call->info().peer.gid);
+    calls_.emplace(id, std::move(call));
+    const bool idle = out_.empty();
+    AppendFrame(message, out_);
+    if (idle) FlushLocked();
+    // What the socket did not take now, the supervisor's thread writes when it can.
+    if (!out_.empty()) Wake();
+  }
+
+  void Stop(SteadyClock::time_point deadline) override {
+    {
+      std::lock_guard lock(mu_);
+      if (!stopping_) {
+        stopping_ = true;
+        stop_deadline_ = deadline;
+        runner_proto::RunnerMessage message;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+        message.mutable_shutdown()->set_timeout_ms(std::max<int64_t>(0, left.count()));
+        if (sock_ >= 0) AppendFrame(message, out_);
+        Wake();
+        stop_cv_.notify_all();
+      }
+    }
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  }
+
+  RunnerUsage usage() const override {
+    std::lock_guard lock(mu_);
+    RunnerUsage u;
+    u.pid = phase_ == Phase::kUp ? pid_ : 0;
+    u.restarts = restarts_;
+    u.failed = phase_ == Phase::kFailed;
+    u.last_exit = last_exit_;
+    return u;
+  }
+
+  void OnAvailability(std::function<void(bool)> listener) override {
+    std::lock_guard lock(mu_);
+    listener_ = std::move(listener);
+  }
+
+ private:
+  enum class Phase { kStarting, kUp, kDown, kFailed, kStopped };
+
+  void Wake() {
+    uint64_t one = 1;
+    (void)!write(wake_.get(), &one, sizeof one);
+  }
+
+  // Writes what the socket takes now without waiting. Caller holds mu_.
+  void FlushLocked() {
+    while (!out_.empty() && sock_ >= 0) {
+      ssize_t n = send(sock_, out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        out_.erase(0, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      return;  // full (the thread waits for POLLOUT) or broken (the thread sees the runner gone)
+    }
+  }
+
+  struct Spawned {
+    pid_t pid = 0;
+    Fd pidfd;
+    Fd sock;
+  };
+
+  // Runs on the supervisor's thread: PR_SET_PDEATHSIG is tied to the thread that forks, and this one lives until
+  // the runner is reaped.
+  StatusOr<Spawned> Spawn() {
+    CSI_PROXY_ASSIGN_OR_RETURN(TrustedFile exe, OpenTrustedFile(runner_path_, "the runner executable"));
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      return Internal(std::string("socketpair: ") + std::strerror(errno));
+    }
+    Fd mine(pair[0]);
+    Fd theirs_low(pair[1]);
+    // Above 3, so that the child's dup2 onto 0 and 3 cannot overwrite one of them.
+    Fd theirs(fcntl(theirs_low.get(), F_DUPFD_CLOEXEC, 10));
+    Fd exe_fd(fcntl(static_cast<int>(exe.handle()), F_DUPFD_CLOEXEC, 10));
+    Fd devnull(fcntl(Fd(open("/dev/null", O_RDWR | O_CLOEXEC)).get(), F_DUPFD_CLOEXEC, 10));
+    if (theirs.get() < 0 || exe_fd.get() < 0 || devnull.get() < 0) {
+      return Internal(std::string("preparing the runner's descriptors: ") + std::strerror(errno));
+    }
+    // Everything the child uses is made before the fork: between fork and exec it may only make system calls.
+    std::vector<std::string> args = {"csi-proxy-runner", "--group", group_, "--fd", "3"};
+    std::vector<std::string> env = RunnerEnvironment();
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const pid_t parent = getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);  // no host signal handler runs in the child
+    const pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);  // the host went between fork and prctl
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+      if (dup2(devnull.get(), 0) < 0 || dup2(theirs.get(), 3) < 0) _exit(127);
+      // Every other descriptor goes at the exec (the executable's own is needed until then); a kernel before 5.11
+      // has no CLOSE_RANGE_CLOEXEC, and then they are closed one by one.
+      if (syscall(SYS_close_range, 4u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
+        rlimit files{};
+        getrlimit(RLIMIT_NOFILE, &files);
+        for (int fd = 4; fd < static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20)); ++fd) {
+          if (fd != exe_fd.get()) close(fd);
+        }
+      }
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      syscall(SYS_execveat, exe_fd.get(), "", argv.data(), envp.data(), AT_EMPTY_PATH);
+      _exit(127);
+    }
+    const int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (pid < 0) return Internal(std::string("fork: ") + std::strerror(fork_errno));
+    Spawned s;
+    s.pid = pid;
+    s.pidfd = Fd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+    s.sock = std::move(mine);
+    int flags = fcntl(s.sock.get(), F_GETFL);
+    fcntl(s.sock.get(), F_SETFL, flags | O_NONBLOCK);
+    return s;
+  }
+
+  // Waits for the runner to end (its socket is gone, so it is ending or lost its socket), kills it when it has
+  // not ended within `grace`, reaps it; how it ended.
+  std::string Reap(Spawned& s, std::chrono::milliseconds grace, bool host_killed) {
+    int status = 0;
+    if (s.pidfd.get() >= 0) {
+      pollfd p{s.pidfd.get(), POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(grace.count())) == 0) kill(s.pid, SIGKILL);
+    } else {
+      // No pidfd (a kernel before 5.3): asked every 10 ms instead.
+      for (auto end = SteadyClock::now() + grace; SteadyClock::now() < end;) {
+        if (waitpid(s.pid, &status, WNOHANG) == s.pid) return DescribeWaitStatus(status, host_killed);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      kill(s.pid, SIGKILL);
+    }
+    while (waitpid(s.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return DescribeWaitStatus(status, host_killed);
+  }
+
+  // Answers every call the runner had, UNAVAILABLE with `why`.
+  void FailCalls(const std::string& why) {
+    std::unordered_map<uint64_t, CallHandle> calls;
+    {
+      std::lock_guard lock(mu_);
+      calls.swap(calls_);
+      cancel_sent_.clear();
+    }
+    for (auto& [id, call] : calls) call->Complete(CSI_PROXY_STATUS_UNAVAILABLE, why, {});
+  }
+
+  void Complete(const runner_proto::Completion& c) {
+    CallHandle call;
+    {
+      std::lock_guard lock(mu_);
+      auto it = calls_.find(c.id());
+      if (it == calls_.end()) return;  // answered already (a forged or repeated id changes nothing)
+      call = std::move(it->second);
+      calls_.erase(it);
+      cancel_sent_.erase(c.id());
+    }
+    call->Complete(c.code(), c.message(), c.response());
+  }
+
+  // Tells the runner of the calls the host answered without them (the client cancelled, or gave up at its
+  // deadline), so that their handlers see them cancelled, as call_is_cancelled says in process.
+  void ForwardCancellations() {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, call] : calls_) {
+      if (!call->IsCancelled() || !cancel_sent_.insert(id).second) continue;
+      runner_proto::RunnerMessage message;
+      message.mutable_cancel()->set_id(id);
+      AppendFrame(message, out_);
+    }
+  }
+
+  // The oldest call still running past its deadline by hang_restart_seconds, or empty.
+  std::string HungCall() {
+    if (hang_restart_.count() == 0) return {};
+    const auto limit = std::chrono::system_clock::now() - hang_restart_;
+    std::lock_guard lock(mu_);
+    for (const auto& [id, call] : calls_) {
+      if (call->info().deadline < limit) return call->info().method;
+    }
+    return {};
+  }
+
+  // Serves one runner until it ends or is killed; the reason it ended as the host saw it (empty: a shutdown).
+  // `handshake_deadline`: when the runner must have answered its Start.
+  std::string Serve(Spawned& s, SteadyClock::time_point handshake_deadline, bool first) {
+    {
+      std::lock_guard lock(mu_);
+      sock_ = s.sock.get();
+      pid_ = s.pid;
+      runner_proto::RunnerMessage start;
+      *start.mutable_start() = start_;
+      std::string frame;
+      AppendFrame(start, frame);
+      out_.insert(0, frame);  // before anything else, whatever was queued
+    }
+    FrameReader reader;
+    bool ready = false;
+    auto last_hang_check = SteadyClock::now();
+    std::string killed;  // why the host killed the runner
+    for (;;) {
+      short events = POLLIN;
+      {
+        std::lock_guard lock(mu_);
+        FlushLocked();
+        if (!out_.empty()) events |= POLLOUT;
+      }
+      pollfd fds[2] = {{s.sock.get(), events, 0}, {wake_.get(), POLLIN, 0}};
+      int timeout_ms = 200;
+      if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) return std::string("poll: ") + std::strerror(errno);
+      if (fds[1].revents & POLLIN) {
+        uint64_t count;
+        (void)!read(wake_.get(), &count, sizeof count);
+      }
+      const auto now = SteadyClock::now();
+      if (!ready && now > handshake_deadline) {
+        kill(s.pid, SIGKILL);
+        return "its library was not loaded within load_timeout_seconds (" + std::to_string(load_timeout_.count()) +
+               " s); the host killed it";
+      }
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_ && now > stop_deadline_ + std::chrono::milliseconds(100)) {
+          kill(s.pid, SIGKILL);
+          killed = "the host killed it: it had not shut down by the stop's deadline";
+        }
+      }
+      if (now - last_hang_check > std::chrono::milliseconds(200)) {
+        last_hang_check = now;
+        ForwardCancellations();
+        if (std::string hung = HungCall(); !hung.empty()) {
+          kill(s.pid, SIGKILL);
+          killed = "the host killed it: " + hung + " was still running " + std::to_string(hang_restart_.count()) +
+                   " s after its deadline (hang_restart_seconds)";
+        }
+      }
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        bool closed = false;
+        for (;;) {
+          char* space = reader.Space(64 * 1024);
+          ssize_t n = recv(s.sock.get(), space, 64 * 1024, MSG_DONTWAIT);
+          if (n > 0) {
+            reader.Filled(static_cast<size_t>(n));
+            if (n < 64 * 1024) break;  // all there was: poll says when there is more
+            continue;
+          }
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+          closed = true;
+          break;
+        }
+        runner_proto::RunnerMessage m;
+        for (;;) {
+          auto next = reader.Next(m);
+          if (!next.ok()) {
+            kill(s.pid, SIGKILL);
+            return "the host killed it: its socket carried " + next.status().message();
+          }
+          if (!*next) break;
+          if (m.has_completion()) {
+            Complete(m.completion());
+          } else if (m.has_log()) {
+            spdlog::log(LevelOf(m.log().level()), "{}", m.log().text());
+          } else if (m.has_ready() && !ready) {
+            if (Status accepted = Accept(m.ready(), first); !accepted.ok()) {
+              kill(s.pid, SIGKILL);
+              return accepted.message();
+            }
+            ready = true;
+          } else if (m.has_load_failed() && !ready) {
+            std::lock_guard lock(mu_);
+            first_failure_ = Status(static_cast<Code>(m.load_failed().code()), m.load_failed().message());
+            return "its library was refused: " + m.load_failed().message();
+          } else {
+            kill(s.pid, SIGKILL);
+            return "the host killed it: it sent a message out of turn";
+          }
+        }
+        if (closed) return killed;
+      }
+    }
+  }
+
+  // The runner's handshake: the first one describes the group; a restarted runner must describe the same.
+  Status Accept(const runner_proto::Ready& ready, bool first) {
+    if (ready.protocol_version() != kRunnerProtocolVersion) {
+      return Status(Code::kFailedPrecondition, "the runner speaks protocol version " +
+                                                   std::to_string(ready.protocol_version()) + ", the host " +
+                                                   std::to_string(kRunnerProtocolVersion));
+    }
+    auto described = DescriptionOf(ready);
+    if (!described.ok()) return described.status();
+    std::lock_guard lock(mu_);
+    if (first) {
+      description_ = std::move(*described);
+    } else if (described->method_paths != description_.method_paths) {
+      return Status(Code::kFailedPrecondition,
+                    "the restarted runner's library registers other methods than the group serves (was the library "
+                    "replaced? a reload serves the new one)");
+    }
+    phase_ = Phase::kUp;
+    down_reason_.clear();
+    started_cv_.notify_all();
+    return Status::Ok();
+  }
+
+  void Run() {
+    bool first = true;
+    std::deque<SteadyClock::time_point> ends;  // when runners ended, within restart_window
+    for (;;) {
+      auto spawned = Spawn();
+      std::string why, how;
+      pid_t pid = 0;
+      if (!spawned.ok()) {
+        why = "it could not be started: " + spawned.status().message();
+      } else {
+        pid = spawned->pid;
+        auto handshake = first ? first_deadline_ : SteadyClock::now() + load_timeout_;
+        why = Serve(*spawned, handshake, first);
+        how = Reap(*spawned, std::chrono::seconds(2), !why.empty());
+      }
+      bool stopping;
+      {
+        // Calls sent from here on are refused at once: none may reach the next runner unanswered here.
+        std::lock_guard lock(mu_);
+        sock_ = -1;
+        pid_ = 0;
+        out_.clear();
+        if (phase_ == Phase::kUp) {
+          phase_ = Phase::kDown;
+          down_reason_ = "group '" + group_ + "': its runner ended; it is being restarted, retry";
+        }
+        stopping = stopping_;
+        last_exit_ = how;
+      }
+      std::string what = "group '" + group_ + "': its runner" + (pid ? " (pid " + std::to_string(pid) + ")" : "") +
+                         (how.empty() ? "" : " " + how) + (why.empty() ? "" : "; " + why);
+      if (first && phase_ == Phase::kStarting) {
+        // The first start decides the load: a refusal is the library's; anything else the runner's.
+        std::lock_guard lock(mu_);
+        if (first_failure_.ok()) first_failure_ = Unavailable(what + " before its library was loaded");
+        phase_ = Phase::kStopped;
+        started_cv_.notify_all();
+        return;
+      }
+      first = false;
+      if (stopping) {
+        FailCalls("group '" + group_ + "' stopped before the call finished" + (why.empty() ? "" : " (" + why + ")"));
+        std::lock_guard lock(mu_);
+        phase_ = Phase::kStopped;
+        return;
+      }
+      FailCalls(what + "; the call's outcome is unknown");
+      const auto now = SteadyClock::now();
+      ends.push_back(now);
+      while (!ends.empty() && now - ends.front() > restart_window_) ends.pop_front();
+      std::function<void(bool)> listener;
+      bool failed = false;
+      {
+        std::lock_guard lock(mu_);
+        if (static_cast<int>(ends.size()) > restart_limit_) {
+          phase_ = Phase::kFailed;
+          down_reason_ = "group '" + group_ + "' failed: its runner ended " + std::to_string(ends.size()) +
+                         " times within " + std::to_string(restart_window_.count()) +
+                         " s (restart_limit, restart_window_seconds), the last time " + how +
+                         "; a reload serves it again";
+          listener = listener_;
+          failed = true;
+        } else {
+          phase_ = Phase::kDown;
+          down_reason_ = what + "; it is being restarted, retry";
+        }
+      }
+      spdlog::error("{}", failed ? down_reason_ : what + "; restarting it");
+      if (failed) {
+        if (listener) listener(false);
+        std::unique_lock lock(mu_);
+        stop_cv_.wait(lock, [&] { return stopping_; });
+        phase_ = Phase::kStopped;
+        return;
+      }
+      // Backoff: 100 ms, doubled for each end within the window, at most 5 s.
+      auto backoff = std::min<std::chrono::milliseconds>(
+          std::chrono::milliseconds(100 << std::min<size_t>(ends.size() - 1, 6)), std::chrono::seconds(5));
+      std::unique_lock lock(mu_);
+      if (stop_cv_.wait_for(lock, backoff, [&] { return stopping_; })) {
+        phase_ = Phase::kStopped;
+        return;
+      }
+      ++restarts_;
+    }
+  }
+
+  const std::string group_;
+  const std::string runner_path_;
+  const runner_proto::Start start_;
+  const int restart_limit_;
+  const std::chrono::seconds restart_window_;
+  const std::chrono::seconds hang_restart_;
+  const std::chrono::seconds load_timeout_;
+  Fd wake_;
+  SteadyClock::time_point first_deadline_;
+  std::thread thread_;
+  RunnerDescription description_;  // set once by the first handshake, before Begin returns
+
+  mutable std::mutex mu_;
+  std::condition_variable started_cv_;
+  std::condition_variable stop_cv_;
+  Phase phase_ = Phase::kStarting;
+  Status first_failure_;
+  std::string down_reason_;
+  int sock_ = -1;
+  pid_t pid_ = 0;
+  std::string out_;  // frames the socket has not taken yet
+  std::unordered_map<uint64_t, CallHandle> calls_;
+  std::unordered_set<uint64_t> cancel_sent_;  // calls whose cancellation the runner was told of
+  uint64_t next_id_ = 0;
+  uint64_t restarts_ = 0;
+  std::string last_exit_;
+  bool stopping_ = false;
+  SteadyClock::time_point stop_deadline_;
+  std::function<void(bool)> listener_;
+};
+
+}  // namespace
+
+std::string RunnerSupervisor::RunnerPath() { return ExecutableDirectory() + "/csi-proxy-runner"; }
+
+StatusOr<std::unique_ptr<RunnerSupervisor>> RunnerSupervisor::Start(const GroupConfig& group, const HostConfig& host,
+                                                                    SteadyClock::time_point deadline) {
+  auto supervisor = std::make_unique<LinuxRunnerSupervisor>(group, host);
+  Status started = supervisor->Begin(deadline);
+  if (!started.ok()) {
+    if (started.message().rfind("group '", 0) == 0) return started;
+    return Status(started.code(), "group '" + group.name + "' (" + group.library + "): " + started.message());
+  }
+  return std::unique_ptr<RunnerSupervisor>(std::move(supervisor));
+}
+
+}  // namespace csi_proxy::host

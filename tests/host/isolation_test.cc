@@ -1,0 +1,457 @@
+// Groups in processes of their own (isolation = "process"), tried through the real host and its sockets: a group
+// whose library crashes, aborts, exits, hangs, leaks until its limit, is killed as by the OOM killer or closes
+// descriptors it does not own fails only its own calls in flight, UNAVAILABLE with a message naming the group and
+// how its runner ended; another group's clients see nothing; the group serves again from a new runner within a
+// bound, and nothing is left behind (no runner, no zombie, no descriptor in the host). A group that keeps crashing
+// is marked failed (status, health) until a reload. The shipped groups and the SDK's example answer the same
+// isolated as in process.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "csi_proxy/admin/v1/admin.grpc.pb.h"
+#include "grpc_client.h"
+#include "host_process.h"
+#include "loopback_port.h"
+#include "metrics_scrape.h"
+#include "v1/echo.pb.h"
+
+namespace csi_proxy::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+const std::string kCrasher = "csi-proxy-crasher-v1";
+const std::string kEcho = "csi-proxy-echo-v1";
+
+std::string CrasherGroup(const std::string& extra = "") {
+  return "[groups.crasher]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-crasher.so\"\n" +
+         "isolation = \"process\"\n" + extra;
+}
+
+v1::EchoRequest Req(const std::string& text = "") {
+  v1::EchoRequest r;
+  r.set_text(text);
+  return r;
+}
+
+// The pid the crasher's library runs in, or -1 when the call failed.
+pid_t CrasherPid(const std::shared_ptr<grpc::Channel>& channel) {
+  v1::EchoResponse resp;
+  auto s = Call(channel, "/v1.Crasher/Pid", Req(), &resp, milliseconds(2000));
+  return s.ok() ? static_cast<pid_t>(std::stol(resp.text())) : -1;
+}
+
+// Waits (bounded) until the crasher answers from a runner other than `old_pid`.
+pid_t WaitForNewRunner(const std::shared_ptr<grpc::Channel>& channel, pid_t old_pid, milliseconds bound) {
+  auto deadline = Clock::now() + bound;
+  while (Clock::now() < deadline) {
+    pid_t pid = CrasherPid(channel);
+    if (pid > 0 && pid != old_pid) return pid;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return -1;
+}
+
+int CountFds(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+// The host's children: runners alive or not yet reaped (zombies).
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream children(task.path() / "children");
+    for (pid_t child; children >> child;) out.push_back(child);
+  }
+  return out;
+}
+
+bool Gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+admin::v1::GroupStatus StatusOf(HostProcess& host, const std::string& group) {
+  auto admin = admin::v1::Admin::NewStub(Dial(host.admin_socket()));
+  grpc::ClientContext ctx;
+  admin::v1::StatusResponse status;
+  if (admin->Status(&ctx, admin::v1::StatusRequest(), &status).ok()) {
+    for (const auto& g : status.groups()) {
+      if (g.name() == group) return g;
+    }
+  }
+  return {};
+}
+
+// grpc.health.v1.Health/Check of the endpoint as a whole: "SERVING", "NOT_SERVING" or the failure.
+std::string HealthOf(const std::string& socket) {
+  std::string response;
+  auto s = CallRaw(Dial(socket), "/grpc.health.v1.Health/Check", "", &response, milliseconds(5000));
+  if (!s.ok()) return "error: " + s.error_message();
+  if (response == std::string("\x08\x01", 2)) return "SERVING";
+  if (response == std::string("\x08\x02", 2)) return "NOT_SERVING";
+  return "unexpected answer";
+}
+
+// Calls the echo group in a loop on a thread of its own until stopped; counts calls and failures.
+class ClientLoop {
+ public:
+  explicit ClientLoop(const std::string& socket) : channel_(Dial(socket)) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        v1::EchoResponse resp;
+        auto s = Call(channel_, "/v1.Echo/Echo", Req("ping"), &resp, milliseconds(5000));
+        ++calls_;
+        if (!s.ok() || resp.text() != "ping") {
+          ++failures_;
+          last_failure_ = s.error_message();
+        }
+      }
+    });
+  }
+  ~ClientLoop() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int calls() const { return calls_; }
+  int failures() const { return failures_; }
+  std::string last_failure() const { return last_failure_; }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> calls_{0}, failures_{0};
+  std::string last_failure_;
+  std::thread thread_;
+};
+
+struct CrashCase {
+  const char* method;
+  const char* how;  // what the answer and the log say of the runner's end
+};
+
+class IsolatedCrash : public ::testing::TestWithParam<CrashCase> {};
+
+TEST_P(IsolatedCrash, FailsOnlyItsOwnCallsAndTheGroupServesAgain) {
+#ifdef __SANITIZE_ADDRESS__
+  // Its own handlers report these (and exit 1), and it reserves more address space than the leak's limit allows.
+  if (std::string(GetParam().method) == "Leak" || std::string(GetParam().method) == "Segfault") {
+    GTEST_SKIP() << "under AddressSanitizer, which takes SIGSEGV and allocation failures itself";
+  }
+#endif
+  const uint16_t port = test_support::FreeLoopbackPort();
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};  // the runners inherit it: no core file left behind
+  HostProcess host(CrasherGroup("hang_restart_seconds = 1\n") + "[groups.echo]\n",
+                   "metrics_address = \"127.0.0.1:" + std::to_string(port) + "\"\n", options);
+  ASSERT_TRUE(host.Start({kCrasher, kEcho})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t first = CrasherPid(crasher);
+  ASSERT_GT(first, 0);
+  ASSERT_NE(first, host.pid());  // the library runs in a process of its own
+  ClientLoop others(host.endpoint(kEcho));
+  std::this_thread::sleep_for(milliseconds(200));
+  const int fds_before = CountFds(host.pid());
+
+  v1::EchoResponse resp;
+  // The hang's deadline is short (its runner is killed a second after it); the others have time to end their runner.
+  const bool hang = std::string(GetParam().method) == "Hang";
+  auto crashed =
+      Call(crasher, std::string("/v1.Crasher/") + GetParam().method, Req(), &resp, milliseconds(hang ? 1000 : 15000));
+  EXPECT_FALSE(crashed.ok());
+  if (hang) {
+    EXPECT_EQ(crashed.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << crashed.error_message();
+  } else {
+    EXPECT_EQ(crashed.error_code(), grpc::StatusCode::UNAVAILABLE) << crashed.error_message();
+    EXPECT_NE(crashed.error_message().find("group 'crasher'"), std::string::npos) << crashed.error_message();
+    EXPECT_NE(crashed.error_message().find(GetParam().how), std::string::npos) << crashed.error_message();
+  }
+
+  const pid_t second = WaitForNewRunner(crasher, first, milliseconds(10000));
+  ASSERT_GT(second, 0) << host.log();
+  EXPECT_TRUE(Gone(first)) << "the crashed runner is reaped, not a zombie";
+  EXPECT_EQ(ChildrenOf(host.pid()), std::vector<pid_t>{second});
+  std::this_thread::sleep_for(milliseconds(300));
+  others.Stop();
+  EXPECT_GT(others.calls(), 0);
+  EXPECT_EQ(others.failures(), 0) << others.last_failure();
+  EXPECT_EQ(CountFds(host.pid()), fds_before) << "the old runner's socket and pidfd are closed";
+  EXPECT_NE(host.log().find("group 'crasher': its runner (pid " + std::to_string(first) + ") "), std::string::npos)
+      << host.log();
+  EXPECT_NE(host.log().find(GetParam().how), std::string::npos) << host.log();
+
+  admin::v1::GroupStatus status = StatusOf(host, "crasher");
+  EXPECT_EQ(status.isolation(), "process");
+  EXPECT_EQ(status.runner_pid(), second);
+  EXPECT_EQ(status.restarts(), 1u);
+  EXPECT_EQ(status.state(), "serving");
+  std::string metrics = Scrape(port);
+  EXPECT_EQ(Value(metrics, "csi_proxy_group_restarts_total", {{"group", "crasher"}}), 1) << metrics;
+  EXPECT_EQ(Value(metrics, "csi_proxy_group_runner_up", {{"group", "crasher"}}), 1) << metrics;
+
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  EXPECT_TRUE(Gone(second)) << "the runner ends with the host";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, IsolatedCrash,
+    ::testing::Values(CrashCase{"Segfault", "killed by signal 11 (SIGSEGV)"},
+                      CrashCase{"Abort", "killed by signal 6 (SIGABRT)"}, CrashCase{"Exit", "exited with status 3"},
+                      CrashCase{"OomKill", "killed by signal 9 (SIGKILL), as the OOM killer"},
+                      CrashCase{"Leak", "killed by signal 6 (SIGABRT)"}, CrashCase{"CloseFds", "exited with status 70"},
+                      CrashCase{"Hang", "/v1.Crasher/Hang was still running 1 s after its deadline"}),
+    [](const ::testing::TestParamInfo<CrashCase>& info) { return std::string(info.param.method); });
+
+TEST(Isolation, CallsInFlightOfTheCrashedRunnerFailAndNoOthers) {
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};
+  HostProcess host(CrasherGroup() + "[groups.echo]\nisolation = \"process\"\n", "", options);
+  ASSERT_TRUE(host.Start({kCrasher, kEcho})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t first = CrasherPid(crasher);
+  // Calls hanging in the crasher's runner when it crashes are answered at once, not at their deadline.
+  std::vector<std::future<grpc::Status>> hanging;
+  for (int i = 0; i < 3; ++i) {
+    hanging.push_back(std::async(std::launch::async, [&] {
+      v1::EchoResponse resp;
+      return Call(crasher, "/v1.Crasher/Hang", Req(), &resp, milliseconds(30000));
+    }));
+  }
+  ClientLoop others(host.endpoint(kEcho));
+  std::this_thread::sleep_for(milliseconds(300));
+  auto begin = Clock::now();
+  v1::EchoResponse resp;
+  EXPECT_FALSE(Call(crasher, "/v1.Crasher/Abort", Req(), &resp).ok());
+  for (auto& h : hanging) {
+    grpc::Status s = h.get();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_NE(s.error_message().find("SIGABRT"), std::string::npos) << s.error_message();
+  }
+  EXPECT_LT(Clock::now() - begin, milliseconds(10000));
+  EXPECT_GT(WaitForNewRunner(crasher, first, milliseconds(10000)), 0) << host.log();
+  others.Stop();
+  EXPECT_EQ(others.failures(), 0) << others.last_failure();
+  EXPECT_GT(others.calls(), 0);
+}
+
+TEST(Isolation, AGroupThatKeepsCrashingIsMarkedFailedUntilAReload) {
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};
+  HostProcess host(CrasherGroup("restart_limit = 1\nrestart_window_seconds = 600\n") + "[groups.echo]\n", "", options);
+  ASSERT_TRUE(host.Start({kCrasher, kEcho})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  v1::EchoResponse resp;
+  pid_t pid = CrasherPid(crasher);
+  EXPECT_FALSE(Call(crasher, "/v1.Crasher/Abort", Req(), &resp).ok());
+  pid = WaitForNewRunner(crasher, pid, milliseconds(10000));
+  ASSERT_GT(pid, 0) << host.log();
+  EXPECT_EQ(HealthOf(host.endpoint(kCrasher)), "SERVING");
+  EXPECT_FALSE(Call(crasher, "/v1.Crasher/Abort", Req(), &resp).ok());  // the second end within the window
+
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (StatusOf(host, "crasher").state() != "failed" && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  admin::v1::GroupStatus status = StatusOf(host, "crasher");
+  EXPECT_EQ(status.state(), "failed");
+  EXPECT_EQ(status.runner_pid(), 0);
+  EXPECT_EQ(HealthOf(host.endpoint(kCrasher)), "NOT_SERVING");
+  EXPECT_EQ(HealthOf(host.endpoint(kEcho)), "SERVING");
+  auto refused = Call(crasher, "/v1.Crasher/Pid", Req(), &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(refused.error_message().find("group 'crasher' failed"), std::string::npos) << refused.error_message();
+  EXPECT_TRUE(ChildrenOf(host.pid()).empty()) << "no runner, no zombie";
+
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_GT(WaitForNewRunner(crasher, pid, milliseconds(10000)), 0) << host.log();
+  EXPECT_EQ(HealthOf(host.endpoint(kCrasher)), "SERVING");
+  EXPECT_EQ(StatusOf(host, "crasher").state(), "serving");
+}
+
+// Protobuf's encoding of a message whose field 1 is the string `value` (the filesystem and system groups' requests
+// used here have that one field).
+std::string StringField1(const std::string& value) {
+  return std::string(1, '\x0a') + static_cast<char>(value.size()) + value;
+}
+
+struct Answer {
+  int code;
+  std::string message;
+  std::string response;
+  bool operator==(const Answer& o) const { return code == o.code && message == o.message && response == o.response; }
+};
+std::ostream& operator<<(std::ostream& out, const Answer& a) {
+  return out << "{" << a.code << ", '" << a.message << "', " << a.response.size() << " bytes}";
+}
+
+Answer Ask(HostProcess& host, const std::string& endpoint, const std::string& method, const std::string& request) {
+  std::string response;
+  auto s = CallRaw(Dial(host.endpoint(endpoint)), method, request, &response, milliseconds(10000));
+  std::string message = s.error_message();
+  // Each host has a kubelet directory of its own: the messages are compared without it.
+  for (size_t at; (at = message.find(host.kubelet_dir())) != std::string::npos;) {
+    message.replace(at, host.kubelet_dir().size(), "<kubelet>");
+  }
+  return {s.error_code(), message, response};
+}
+
+TEST(Isolation, TheShippedGroupsAndTheExampleAnswerTheSameIsolatedAsInProcess) {
+  const std::vector<std::string> endpoints = {kEcho, "csi-proxy-filesystem-v1", "csi-proxy-system-v1alpha1"};
+  HostProcess in_process("[groups.echo]\n[groups.filesystem]\n[groups.system]\n");
+  HostProcess isolated(
+      "[groups.echo]\nisolation = \"process\"\n[groups.filesystem]\nisolation = \"process\"\n"
+      "[groups.system]\nisolation = \"process\"\n");
+  ASSERT_TRUE(in_process.Start(endpoints)) << in_process.error();
+  ASSERT_TRUE(isolated.Start(endpoints)) << isolated.error();
+  for (HostProcess* host : {&in_process, &isolated}) fs::create_directories(host->kubelet_dir() + "/present");
+  for (const char* group : {"echo", "filesystem", "system"}) {
+    admin::v1::GroupStatus status = StatusOf(isolated, group);
+    EXPECT_EQ(status.isolation(), "process") << group;
+    EXPECT_GT(status.runner_pid(), 0) << group;
+    EXPECT_NE(status.runner_pid(), isolated.pid()) << group;
+    EXPECT_EQ(StatusOf(in_process, group).isolation(), "in-process") << group;
+  }
+
+  v1::EchoRequest failing = Req("refused on purpose");
+  failing.set_fail_with_code(5);
+  v1::EchoRequest throwing = Req();
+  throwing.set_throw_exception(true);
+  v1::EchoRequest later = Req("later");
+  later.set_delay_ms(20);
+  struct Case {
+    std::string endpoint, method;
+    std::function<std::string(HostProcess&)> request;
+  };
+  auto fixed = [](std::string bytes) { return [bytes](HostProcess&) { return bytes; }; };
+  auto under_kubelet = [](std::string rest) {
+    return [rest](HostProcess& host) { return StringField1(host.kubelet_dir() + rest); };
+  };
+  const std::vector<Case> cases = {
+      {kEcho, "/v1.Echo/Echo", fixed(Req("hello").SerializeAsString())},
+      {kEcho, "/v1.Echo/Echo", fixed(failing.SerializeAsString())},
+      {kEcho, "/v1.Echo/Echo", fixed(throwing.SerializeAsString())},
+      {kEcho, "/v1.Echo/EchoLater", fixed(later.SerializeAsString())},
+      {kEcho, "/v1.Echo/NoSuchMethod", fixed("")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", under_kubelet("/present")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", under_kubelet("/absent")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", fixed(StringField1("/etc/passwd"))},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/Mkdir", under_kubelet("/made/here")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", under_kubelet("/made/here")},
+      {"csi-proxy-filesystem-v1", "/v1.Filesystem/PathExists", fixed("\xff\xff")},  // not a message
+      {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetBIOSSerialNumber", fixed("")},
+      {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetService", fixed(StringField1("ssh"))},
+      {"csi-proxy-system-v1alpha1", "/v1alpha1.System/GetService", fixed(StringField1("no such/service"))},
+  };
+  for (const auto& c : cases) {
+    Answer expected = Ask(in_process, c.endpoint, c.method, c.request(in_process));
+    EXPECT_EQ(Ask(isolated, c.endpoint, c.method, c.request(isolated)), expected) << c.method;
+  }
+  EXPECT_TRUE(fs::is_directory(isolated.kubelet_dir() + "/made/here"));  // the runner did the work
+
+  // The caller's identity reaches the library through the runner as it does in process.
+  v1::WhoAmIResponse who_in, who_isolated;
+  ASSERT_TRUE(Call(Dial(in_process.endpoint(kEcho)), "/v1.Echo/WhoAmI", v1::WhoAmIRequest(), &who_in).ok());
+  ASSERT_TRUE(Call(Dial(isolated.endpoint(kEcho)), "/v1.Echo/WhoAmI", v1::WhoAmIRequest(), &who_isolated).ok());
+  EXPECT_EQ(who_isolated.pid(), getpid());
+  EXPECT_EQ(who_isolated.uid(), who_in.uid());
+  EXPECT_EQ(who_isolated.gid(), who_in.gid());
+  EXPECT_EQ(who_isolated.greeting(), who_in.greeting());
+  EXPECT_GT(who_isolated.deadline_unix_ns(), 0);
+
+  // Reflection's source, as the admin socket describes each endpoint, is the same.
+  for (const auto& endpoint : endpoints) {
+    admin::v1::DescriptorsRequest request;
+    request.set_endpoint(endpoint);
+    admin::v1::DescriptorsResponse a, b;
+    grpc::ClientContext ca, cb;
+    ASSERT_TRUE(admin::v1::Admin::NewStub(Dial(in_process.admin_socket()))->Descriptors(&ca, request, &a).ok());
+    ASSERT_TRUE(admin::v1::Admin::NewStub(Dial(isolated.admin_socket()))->Descriptors(&cb, request, &b).ok());
+    EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString()) << endpoint;
+    EXPECT_GT(b.file_descriptors_size(), 0) << endpoint;
+  }
+}
+
+std::string IsolatedBlocker(const std::string& tag) {
+  return "[groups.blocker]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-blocker1.so\"\n" +
+         "isolation = \"process\"\ntag = \"" + tag + "\"\n";
+}
+
+TEST(Isolation, AnUpgradeStartsTheNewRunnerBeforeTheOldOneDrains) {
+  const std::string kBlocker = "csi-proxy-blocker-v1";
+  HostProcess host(IsolatedBlocker("a"), "shutdown_timeout_seconds = 20\n");
+  ASSERT_TRUE(host.Start({kBlocker})) << host.error();
+  auto channel = Dial(host.endpoint(kBlocker));
+  const std::vector<pid_t> old_runner = ChildrenOf(host.pid());
+  ASSERT_EQ(old_runner.size(), 1u);
+  auto blocked = std::async(std::launch::async, [&] {
+    v1::EchoRequest req = Req();
+    req.set_delay_ms(3000);
+    v1::EchoResponse resp;
+    grpc::Status s = Call(channel, "/v1.Blocker/Block", req, &resp, milliseconds(20000));
+    return s.ok() ? resp.text() : "error: " + s.error_message();
+  });
+  std::this_thread::sleep_for(milliseconds(300));  // the call runs in the old runner
+  host.WriteConfig(IsolatedBlocker("b"), "shutdown_timeout_seconds = 20\n");
+  auto reloaded = std::async(std::launch::async, [&] { return host.Reload(); });
+
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  std::string tag;
+  while (Clock::now() < deadline) {
+    v1::EchoResponse resp;
+    if (Call(channel, "/v1.Blocker/Tag", Req(), &resp, milliseconds(1000)).ok()) tag = resp.text();
+    if (tag == "1.0.0:b") break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(tag, "1.0.0:b");                                                  // the new runner serves...
+  EXPECT_EQ(blocked.wait_for(milliseconds(0)), std::future_status::timeout);  // ...while the old one drains
+  EXPECT_EQ(ChildrenOf(host.pid()).size(), 2u);
+  EXPECT_EQ(blocked.get(), "a");
+  ASSERT_TRUE(reloaded.get()) << host.log();
+  std::vector<pid_t> now = ChildrenOf(host.pid());
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], old_runner[0]);
+  EXPECT_TRUE(Gone(old_runner[0]));
+}
+
+// systemd stops a service by sending SIGTERM to each of its processes, and Ctrl-C reaches the whole process group:
+// the runners leave their stop to the host, which drains their calls first.
+TEST(Isolation, ARunnerLeavesAServiceWideStopSignalToTheHost) {
+  HostProcess host(CrasherGroup());
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t runner = CrasherPid(crasher);
+  ASSERT_GT(runner, 0);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ASSERT_EQ(kill(runner, sig), 0);
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(CrasherPid(crasher), runner);
+  EXPECT_EQ(StatusOf(host, "crasher").restarts(), 0u);
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  EXPECT_TRUE(Gone(runner));
+}
+
+TEST(Isolation, AnIsolationValueThatIsNotKnownIsRefusedWithItsLine) {
+  HostProcess host("[groups.echo]\nisolation = \"container\"\n");
+  EXPECT_EQ(host.RunToExit({"--check-config"}), 1) << host.log();
+  EXPECT_NE(host.log().find("csi-proxy.toml:9: groups.echo.isolation holds 'container'; it must be \"in-process\" or "
+                            "\"process\""),
+            std::string::npos)
+      << host.log();
+}
+
+}  // namespace
+}  // namespace csi_proxy::testing
