@@ -20,6 +20,7 @@
 
 #include "config/config.h"
 #include "config/trusted_files.h"
+#include "isolation/privileges.h"
 #include "isolation/runner_protocol.h"
 #include "serving/group_runtime.h"
 
@@ -136,14 +137,6 @@ class RemoteAnswer final : public CallAnswerSink {
   std::function<void(uint64_t)> forget_;
 };
 
-// The least-privilege step goes here: what the group may do (capabilities, no_new_privs, user and group, the
-// seccomp filter, resource limits), applied from `group`'s keys after the configuration is read and before the
-// library is loaded, so that not even its constructors run with more.
-Status ApplyGroupPrivileges(const GroupConfig& group) {
-  (void)group;
-  return Status::Ok();
-}
-
 StatusOr<std::shared_ptr<GroupRuntime>> LoadGroup(const runner_proto::Start& start, const std::string& name) {
   if (start.allow_untrusted_files()) AllowUntrustedFiles();
   CSI_PROXY_ASSIGN_OR_RETURN(HostConfig config,
@@ -156,7 +149,9 @@ StatusOr<std::shared_ptr<GroupRuntime>> LoadGroup(const runner_proto::Start& sta
   group.isolation = Isolation::kInProcess;  // here it is
   group.key_lines.clear();
   for (const auto& [key, line] : start.key_lines()) group.key_lines[key] = line;
-  CSI_PROXY_RETURN_IF_ERROR(ApplyGroupPrivileges(group));
+  // What the group may do (isolation/privileges.h), before its library is loaded, so that not even its
+  // constructors run with more; the runner is still single-threaded here.
+  CSI_PROXY_RETURN_IF_ERROR(ApplyGroupPrivileges(group.privileges));
   return GroupRuntime::Load(group, config, EndpointRegistry{});
 }
 

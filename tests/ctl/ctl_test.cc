@@ -62,7 +62,8 @@ TEST(Ctl, StatusListsTheGroupsAndEndpointsOfTheRunningHost) {
 }
 
 TEST(Ctl, StatusSaysWhatAConfinedGroupMayDo) {
-  HostProcess host(std::string(kFilesystem) + kEcho + "capabilities = [\"CAP_SYS_ADMIN\"]\nmax_tasks = 64\n");
+  HostProcess host(std::string(kFilesystem) + kEcho +
+                   "isolation = \"process\"\ncapabilities = [\"CAP_SYS_ADMIN\"]\nmax_tasks = 64\n");
   ASSERT_TRUE(host.Start({"csi-proxy-filesystem-v1", "csi-proxy-echo-v1"})) << host.error();
   CtlRun run = Ctl(host, {"status"});
   ASSERT_EQ(run.code, 0) << run.output;

@@ -283,6 +283,27 @@ TEST(Isolation, AGroupThatKeepsCrashingIsMarkedFailedUntilAReload) {
   EXPECT_EQ(StatusOf(host, "crasher").state(), "serving");
 }
 
+// The runner confines itself before the library loads (isolation/privileges.h): a third party's group gets no
+// capability by default, and the filter refuses what no group needs, whatever the capabilities. In the host's
+// process the same library holds everything the host holds.
+TEST(Isolation, AnIsolatedGroupsAttemptBeyondItsPrivilegesFailsWithEperm) {
+  HostProcess host(CrasherGroup() + "[groups.echo]\n");
+  ASSERT_TRUE(host.Start({kCrasher, kEcho})) << host.error();
+  v1::EchoResponse resp;
+  auto s = Call(Dial(host.endpoint(kCrasher)), "/v1.Crasher/Privileged", Req(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message() << host.log();
+  EXPECT_EQ(resp.text(), "raw_socket=EPERM;reboot=EPERM;CapEff=0000000000000000");
+  EXPECT_NE(StatusOf(host, "crasher").privileges().find("capabilities: none"), std::string::npos)
+      << StatusOf(host, "crasher").privileges();
+
+  HostProcess with_raw(CrasherGroup("capabilities = [\"CAP_NET_RAW\", \"CAP_SYS_BOOT\"]\n") + "[groups.echo]\n");
+  ASSERT_TRUE(with_raw.Start({kCrasher, kEcho})) << with_raw.error();
+  s = Call(Dial(with_raw.endpoint(kCrasher)), "/v1.Crasher/Privileged", Req(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message() << with_raw.log();
+  // CAP_SYS_BOOT is held, and the filter still refuses reboot.
+  EXPECT_EQ(resp.text(), "raw_socket=ok;reboot=EPERM;CapEff=0000000000402000");
+}
+
 // Protobuf's encoding of a message whose field 1 is the string `value` (the filesystem and system groups' requests
 // used here have that one field).
 std::string StringField1(const std::string& value) {

@@ -455,6 +455,7 @@ Status ParseGroup(const std::string& source, const std::string& name, const toml
   CSI_PROXY_RETURN_IF_ERROR(ReadInt(source, *t, table_name, "hang_restart_seconds", 0, 86400, g.hang_restart_seconds));
   g.table = *t;
   CSI_PROXY_RETURN_IF_ERROR(ReadPrivileges(source, *t, table_name, g));
+  CSI_PROXY_RETURN_IF_ERROR(RefuseUnappliedPrivileges(g, g.isolation == Isolation::kProcess));
   for (const auto& [key, value] : *t) {
     std::string k(key.str());
     if (IsGroupHostKey(k)) continue;

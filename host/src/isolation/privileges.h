@@ -25,4 +25,10 @@ namespace csi_proxy::host {
 // first thing, before it loads the library or starts a thread. Windows: UNIMPLEMENTED (docs/windows.md).
 Status ApplyGroupPrivileges(const GroupPrivileges& privileges);
 
+// True in a build with AddressSanitizer (the test suite's sanitizer pass; never shipped), where
+// ApplyGroupPrivileges sets no memory limit and does not refuse ptrace: the sanitizer keeps terabytes of shadow
+// memory in private writable mappings, which RLIMIT_DATA counts, and LeakSanitizer stops the process's threads with
+// ptrace when it exits.
+bool SanitizerBuildRelaxesPrivileges();
+
 }  // namespace csi_proxy::host

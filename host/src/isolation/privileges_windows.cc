@@ -8,4 +8,6 @@ Status ApplyGroupPrivileges(const GroupPrivileges&) {
   return Unimplemented("isolating a group's privileges is not built on Windows (docs/windows.md)");
 }
 
+bool SanitizerBuildRelaxesPrivileges() { return false; }
+
 }  // namespace csi_proxy::host

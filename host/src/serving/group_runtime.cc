@@ -104,7 +104,7 @@ GroupRuntime::GroupRuntime(const GroupConfig& group, const HostConfig& host, std
       fingerprint_(std::move(fingerprint)),
       required_(group.required),
       max_request_bytes_(static_cast<size_t>(group.max_request_bytes)),
-      privileges_(group.privilege_key.empty() ? std::string() : DescribePrivileges(group.privileges)),
+      privileges_(group.isolation == Isolation::kProcess ? DescribePrivileges(group.privileges) : std::string()),
       executor_(group.name, LimitsOf(group, host)) {}
 
 GroupRuntime::~GroupRuntime() { Stop(std::chrono::steady_clock::now()); }

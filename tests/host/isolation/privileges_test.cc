@@ -243,6 +243,7 @@ TEST_F(Privileges, TheFilterRefusesKexecModulesRebootAndPtraceEvenWithTheirCapab
   EXPECT_EQ(report["apply"], "ok");
   for (const char* call : {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
                            "ptrace", "process_vm_readv", "process_vm_writev", "bpf", "swapon"}) {
+    if (SanitizerBuildRelaxesPrivileges() && std::string_view(call) == "ptrace") continue;
     EXPECT_EQ(report[call], "EPERM") << call;
   }
   EXPECT_EQ(report["NoNewPrivs"], "1");
@@ -251,6 +252,7 @@ TEST_F(Privileges, TheFilterRefusesKexecModulesRebootAndPtraceEvenWithTheirCapab
 }
 
 TEST_F(Privileges, MemoryAndOpenFileLimitsAreInEffect) {
+  if (SanitizerBuildRelaxesPrivileges()) GTEST_SKIP() << "a sanitizer build sets no memory limit (privileges.h)";
   GroupPrivileges p;
   p.max_memory_bytes = 256 << 20;
   p.max_open_files = 32;
