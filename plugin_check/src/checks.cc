@@ -1,7 +1,8 @@
 // The checks in the child process (checks.h). Calls go through the host's own call handle, as the router makes
 // them: the library completes through the host table LoadPlugin gave it, and the host's Complete and Abandon decide
 // who answers. The kit holds every call handle a while after its completion, so that a library completing a call
-// twice reaches a live handle, which logs it, and the kit counts that line.
+// twice reaches a live handle, which logs it, and the kit counts that line. The isolated checks hand the same
+// handles to the host's RunnerSupervisor, which serves them from the library in csi-proxy-runner.
 #include "checks.h"
 
 #include <google/protobuf/descriptor.h>
@@ -9,14 +10,19 @@
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/text_format.h>
 #include <grpcpp/support/slice.h>
+#include <signal.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,7 +32,9 @@
 #include "abi/call_handle.h"
 #include "abi/library_scope.h"
 #include "abi/plugin_loader.h"
+#include "config/group_privileges.h"
 #include "fuzz_input.h"
+#include "isolation/runner_supervisor.h"
 #include "process_usage.h"
 
 namespace csi_proxy::plugin_check {
@@ -136,6 +144,11 @@ class KitCall : public host::CallAnswerSink {
     std::unique_lock lock(mu);
     return cv.wait_for(lock, timeout, [&] { return completed && returned; });
   }
+  // Waits for the answer alone: a call sent to a runner, whose handler runs there.
+  bool WaitAnswered(milliseconds timeout) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return answered; });
+  }
 
   std::mutex mu;
   std::condition_variable cv;
@@ -148,14 +161,22 @@ class KitCall : public host::CallAnswerSink {
   std::shared_ptr<csi_proxy_host_call> handle;
 };
 
-std::shared_ptr<KitCall> MakeCall(const KitConfig& config, const Method& method, const std::string& request,
-                                  std::chrono::system_clock::time_point deadline) {
+// A call as the router makes it, before it goes to a handler in this process or to a runner.
+std::shared_ptr<KitCall> NewCall(const KitConfig& config, const Method& method, const std::string& request,
+                                 std::chrono::system_clock::time_point deadline) {
   auto call = std::make_shared<KitCall>();
   host::CallInfo info{config.group.name, method.path, {}, deadline};
   info.peer.pid = getpid();
   info.peer.uid = static_cast<int64_t>(getuid());
   info.peer.gid = static_cast<int64_t>(getgid());
   call->handle = std::make_shared<csi_proxy_host_call>(std::move(info), grpc::Slice(request), call.get());
+  return call;
+}
+
+// The same, handed to the library in this process.
+std::shared_ptr<KitCall> MakeCall(const KitConfig& config, const Method& method, const std::string& request,
+                                  std::chrono::system_clock::time_point deadline) {
+  auto call = NewCall(config, method, request, deadline);
   call->handle->HandOverToPlugin(call->handle, [call] {
     std::lock_guard lock(call->mu);
     call->completed = true;
@@ -204,6 +225,34 @@ constexpr milliseconds kFuzzDeadline{1000};
 
 std::string Describe(uint64_t index, const FuzzInput& in) {
   return "input #" + std::to_string(index) + " (" + in.kind + ", " + std::to_string(in.bytes.size()) + " bytes)";
+}
+
+// Whether an error message is the kernel's refusal of an operation (strerror of EPERM or EACCES), as a library
+// passes it on.
+bool MentionsDenial(const std::string& message) {
+  for (const char* text : {"Operation not permitted", "Permission denied", "EPERM", "EACCES"}) {
+    if (message.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string Quoted(const std::string& message) { return message.empty() ? "" : " \"" + message + "\""; }
+
+// What is left of the runner `pid` after its supervisor stopped it: "" when nothing is (it was reaped), else what.
+// A process of that pid with another parent is not the runner (the pid was reused).
+std::string LeftOfRunner(pid_t pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return "";
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const size_t name_end = stat.rfind(')');
+  if (name_end == std::string::npos) return "";
+  std::istringstream fields(stat.substr(name_end + 1));
+  char state = 0;
+  long long parent = 0;
+  fields >> state >> parent;
+  if (parent != getpid()) return "";
+  return state == 'Z' ? "is a zombie: its supervisor did not reap it" : "is still running";
 }
 
 std::string Hex(const std::string& bytes, size_t max) {
@@ -270,6 +319,8 @@ class Checker {
       served_ = std::move(*loaded);
       table_ = std::make_unique<MethodTable>(*served_->plugin);
     }
+    if (item.kind == CheckKind::kIsolatedStart) return IsolatedStart();
+    if (item.kind == CheckKind::kIsolatedStop) return IsolatedStop();
     const Method* method = table_->Find(item.method);
     if (method == nullptr) return Fail("the library did not register " + item.method + " this time");
     switch (item.kind) {
@@ -277,6 +328,8 @@ class Checker {
         return Fuzz(*method);
       case CheckKind::kDeadline:
         return Deadline(*method);
+      case CheckKind::kIsolatedCalls:
+        return IsolatedCalls(*method);
       default:
         return Concurrent(*method);
     }
@@ -591,9 +644,182 @@ class Checker {
                 " ms");
   }
 
+  // ---- the library in csi-proxy-runner, as an isolated group is served
+
+  // Starts the group's runner as the host does for isolation = "process", unless one serves already.
+  // A start that failed once is not tried again: the checks after it are skipped, naming it.
+  Status StartRunner() {
+    if (runner_) return Status::Ok();
+    SetNote(ch_, "the start of csi-proxy-runner");
+    auto started = host::RunnerSupervisor::Start(config_.group, config_.host, Clock::now() + config_.host.load_timeout);
+    if (!started.ok()) {
+      // The runner holds what the kit holds: a confinement it cannot apply is the kit's lack, not the library's.
+      if (started.status().code() == Code::kFailedPrecondition &&
+          started.status().message().find("this process") != std::string::npos) {
+        runner_skip_ =
+            "the kit cannot confine the runner as the group's privileges say, so the library was not "
+            "loaded in it (run the kit as root, as the host runs): " +
+            started.status().message();
+      } else {
+        runner_skip_ = "not run: the library was not served in csi-proxy-runner (a failed check above says why)";
+      }
+      return started.status();
+    }
+    runner_ = std::move(*started);
+    runner_pid_ = runner_->usage().pid;
+    return Status::Ok();
+  }
+
+  // The result of a check that needs a runner when none could be started: the start's failure the first time.
+  Result NoRunner(const Status& start) {
+    if (start.code() == Code::kFailedPrecondition && start.message().find("this process") != std::string::npos) {
+      return {"SKIP", runner_skip_};
+    }
+    return Fail("the library was not served in csi-proxy-runner (" + host::RunnerSupervisor::RunnerPath() +
+                "): " + start.message());
+  }
+
+  std::string Runner() const { return "the runner (pid " + std::to_string(runner_pid_) + ")"; }
+
+  // Stops the runner as the host stops an isolated group (its library shut down, then the process ends), within
+  // the host's shutdown_timeout; what was wrong with how it ended, or "". The next check starts a new one.
+  std::string StopRunner() {
+    if (!runner_) return "";
+    SetNote(ch_, "the stop of " + Runner());
+    const std::string runner = Runner();
+    runner_->Stop(Clock::now() + config_.host.shutdown_timeout);
+    const host::RunnerUsage after = runner_->usage();
+    runner_.reset();
+    std::string wrong;
+    // The supervisor's words for a runner that shut its library down and exited by itself.
+    if (after.last_exit != "exited with status 0") {
+      wrong = runner + " did not shut down cleanly when stopped: it " +
+              (after.last_exit.empty() ? std::string("never ended") : after.last_exit);
+    }
+    if (std::string left = LeftOfRunner(runner_pid_); !left.empty()) {
+      wrong += (wrong.empty() ? runner : std::string("; it")) + " " + left + " after the stop";
+    }
+    return wrong;
+  }
+
+  // A failed check's end: the runner is stopped, and the next check starts a new one.
+  Result FailAndStop(std::string detail) {
+    if (std::string wrong = StopRunner(); !wrong.empty()) detail += "; stopping it: " + wrong;
+    return Fail(detail);
+  }
+
+  Result IsolatedStart() {
+    if (!runner_skip_.empty()) return {"SKIP", runner_skip_};
+    if (Status started = StartRunner(); !started.ok()) return NoRunner(started);
+    const host::RunnerDescription& d = runner_->description();
+    std::vector<std::string> in_runner = d.method_paths, in_process;
+    for (const auto& [path, m] : table_->all()) in_process.push_back(path);
+    std::sort(in_runner.begin(), in_runner.end());
+    if (in_runner != in_process) {
+      return FailAndStop("the library registered " + std::to_string(in_runner.size()) + " methods in the runner and " +
+                         std::to_string(in_process.size()) +
+                         " in the kit's process: its registration depends on where it runs");
+    }
+    return Pass(Runner() + " confined itself (" + host::DescribePrivileges(config_.group.privileges) +
+                "), loaded the library (ABI version " + std::to_string(d.abi_version) + ") and described the " +
+                std::to_string(in_runner.size()) + " methods it registers in the kit's process");
+  }
+
+  // The method's sample request and its first fuzz inputs through the runner. An error the runner answered is
+  // compared with the same request's answer in this process, which holds the kit's own privileges: an answer
+  // that differs, or that only there carries the kernel's refusal, is something the group's privileges deny.
+  Result IsolatedCalls(const Method& m) {
+    if (!runner_skip_.empty()) return {"SKIP", runner_skip_};
+    if (Status started = StartRunner(); !started.ok()) return NoRunner(started);
+    const auto& paths = runner_->description().method_paths;
+    const auto at = std::find(paths.begin(), paths.end(), m.path);
+    if (at == paths.end()) return Fail("the library did not register " + m.path + " in the runner");
+    const uint32_t index = static_cast<uint32_t>(at - paths.begin());
+    auto sample = SampleRequest(config_, m);
+    if (!sample.ok()) return Fail(sample.status().message());
+    std::vector<std::string> roots{config_.host.kubelet_path};
+    roots.insert(roots.end(), config_.host.working_dirs.begin(), config_.host.working_dirs.end());
+    FuzzInputs inputs(s_.seed, m.path, m.request_type, *sample, roots,
+                      static_cast<size_t>(config_.group.max_request_bytes));
+    std::vector<std::pair<std::string, std::string>> requests{{"the sample request", *sample}};
+    for (uint64_t i = 0; i < kIsolatedFuzzInputs; ++i) {
+      FuzzInput in = inputs.Make(i);
+      requests.emplace_back(Describe(i, in), std::move(in.bytes));
+    }
+    const uint64_t twice_before = double_completions.load();
+    std::map<std::string, int> codes;
+    std::deque<std::shared_ptr<KitCall>> kept;  // alive until the runner stops, for a late second completion
+    const auto start = Clock::now();
+    for (const auto& [what, bytes] : requests) {
+      SetNote(ch_, m.path + " through " + Runner() + ", " + what);
+      auto call = NewCall(config_, m, bytes, DeadlineIn(config_.call_timeout));
+      kept.push_back(call);
+      runner_->Send(index, call->handle);
+      // The deadline, and a little for the hop back.
+      const bool answered = call->WaitAnswered(config_.call_timeout + milliseconds(1000));
+      const host::RunnerUsage usage = runner_->usage();
+      if (!usage.last_exit.empty() || usage.restarts > 0) {
+        std::string detail = Runner() + " " + usage.last_exit + ", during " + what;
+        if (answered) detail += "; the call was answered " + CodeText(call->code) + Quoted(call->message);
+        return FailAndStop(detail);
+      }
+      if (!answered) {
+        call->handle->Abandon(CSI_PROXY_STATUS_DEADLINE_EXCEEDED, "deadline exceeded (csi-proxy-plugin-check)");
+        return FailAndStop(what + " was not answered by " + Runner() + " within " +
+                           std::to_string(config_.call_timeout.count() / 1000) + " s (its deadline)");
+      }
+      if (std::string wrong = JudgeAnswer(*call, m); !wrong.empty()) {
+        return FailAndStop(what + ", through the runner, " + wrong);
+      }
+      if (call->code != CSI_PROXY_STATUS_OK) {
+        SetNote(ch_, m.path + " in the kit's process, " + what);
+        auto reference = MakeCall(config_, m, bytes, DeadlineIn(config_.call_timeout));
+        RunHandler(config_, m, *reference);
+        if (reference->WaitDone(config_.call_timeout) &&
+            (reference->code != call->code || (MentionsDenial(call->message) && !MentionsDenial(reference->message)))) {
+          return FailAndStop(what + " was answered " + CodeText(call->code) + Quoted(call->message) + " by " +
+                             Runner() + " and " + CodeText(reference->code) + Quoted(reference->message) +
+                             " in the kit's own process: the group's privileges (" +
+                             host::DescribePrivileges(config_.group.privileges) +
+                             ") deny the library what it needs; declare it in [groups." + config_.group.name +
+                             "] (docs/configuration.md, \"Privileges of an isolated group\")");
+        }
+      }
+      ++codes[CodeText(call->code)];
+    }
+    usleep(20000);  // a late second completion, which the runner logs to the kit
+    if (double_completions.load() != twice_before) return FailAndStop("a call through the runner was completed twice");
+    std::string histogram;
+    for (const auto& [code, n] : codes) histogram += (histogram.empty() ? "" : ", ") + code + " " + std::to_string(n);
+    return Pass(std::to_string(requests.size()) + " requests (the sample and fuzz inputs 0 to " +
+                std::to_string(kIsolatedFuzzInputs - 1) + ") answered by " + Runner() + " in " +
+                std::to_string(duration_cast<milliseconds>(Clock::now() - start).count()) + " ms (" + histogram +
+                "), errors as in the kit's process; it was never restarted");
+  }
+
+  Result IsolatedStop() {
+    if (!runner_skip_.empty()) return {"SKIP", runner_skip_};
+    if (Status started = StartRunner(); !started.ok()) return NoRunner(started);
+    const host::RunnerUsage usage = runner_->usage();
+    if (!usage.last_exit.empty() || usage.restarts > 0) {
+      return FailAndStop(Runner() + " " + usage.last_exit + " and was restarted " + std::to_string(usage.restarts) +
+                         " times before its stop");
+    }
+    const std::string runner = Runner();
+    const auto start = Clock::now();
+    if (std::string wrong = StopRunner(); !wrong.empty()) return Fail(wrong);
+    return Pass(runner + " shut the library down and exited with status 0 in " +
+                std::to_string(duration_cast<milliseconds>(Clock::now() - start).count()) + " ms (shutdown_timeout " +
+                std::to_string(config_.host.shutdown_timeout.count() / 1000) +
+                " s), never restarted; no process and no zombie are left");
+  }
+
   const RunSettings& s_;
   const KitConfig& config_;
   const ChildChannel& ch_;
+  std::unique_ptr<host::RunnerSupervisor> runner_;  // the isolated checks' runner, while one serves
+  pid_t runner_pid_ = 0;
+  std::string runner_skip_;           // why the runner cannot serve the library here, once known
   std::unique_ptr<Instance> served_;  // the instance the per-method checks call
   std::unique_ptr<MethodTable> table_;
   std::string exercised_;  // the method the lifecycle checks called, if any
@@ -621,6 +847,13 @@ milliseconds Budget(const CheckItem& item, const RunSettings& s) {
     case CheckKind::kFdLeak:
     case CheckKind::kMemoryGrowth:
       return (c.reloads + 3) * (LoadBudget(c) + c.call_timeout);
+    case CheckKind::kIsolatedCalls:
+      // A runner's start, then each request through it and perhaps in this process, and a stop after a failure.
+      return 2 * LoadBudget(c) +
+             static_cast<int64_t>(kIsolatedFuzzInputs + 1) * (2 * c.call_timeout + milliseconds(1000)) +
+             duration_cast<milliseconds>(c.host.shutdown_timeout);
+    case CheckKind::kIsolatedStop:
+      return 2 * LoadBudget(c) + duration_cast<milliseconds>(c.host.shutdown_timeout) + milliseconds(5000);
     default:
       return 4 * (LoadBudget(c) + c.call_timeout);
   }

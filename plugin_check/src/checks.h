@@ -26,7 +26,15 @@ enum class CheckKind {
   kFuzz,          // every input answered once, in time, with a status gRPC has
   kDeadline,      // calls the host answered first (deadline, cancellation): completed once, no crash
   kConcurrent,    // a read-only method called from several threads at once
+  // The library as an isolated group is served: in csi-proxy-runner, started, called and stopped through the
+  // host's RunnerSupervisor, confined by the group's privileges (the kit runs the supervisor in its child).
+  kIsolatedStart,  // the runner starts, confines itself and loads the library, which registers what it does in process
+  kIsolatedCalls,  // a method called through the runner: its sample request and a few fuzz inputs
+  kIsolatedStop,   // the runner shuts the library down and exits; no runner and no zombie are left
 };
+
+// The fuzz inputs (numbers 0 to N-1) the isolated calls check sends each method after its sample request.
+inline constexpr uint64_t kIsolatedFuzzInputs = 4;
 
 struct CheckItem {
   CheckKind kind;

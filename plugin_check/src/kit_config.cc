@@ -131,6 +131,10 @@ StatusOr<KitConfig> LoadKitConfig(const std::string& library, const std::string&
   // The library under test, whatever the file says; never the host's defaults for the node's own directories.
   table->insert_or_assign("library", fs::absolute(library).lexically_normal().string());
   table->insert_or_assign("enabled", true);
+  // The isolated checks serve the group in a runner, confined by the privilege keys of this table, which the host's
+  // parser accepts only for such a group; the other checks load the library in the kit's child, where the key
+  // changes nothing.
+  table->insert_or_assign("isolation", "process");
   if (!root.contains("host")) root.insert("host", toml::table{});
   toml::table* host = root["host"].as_table();
   if (host == nullptr) return InvalidArgument(source + ": host must be a table");
@@ -139,8 +143,9 @@ StatusOr<KitConfig> LoadKitConfig(const std::string& library, const std::string&
 
   std::ostringstream text;
   text << root;
+  // An absolute directory: the default plugin_dir derived from it goes to the runner, whose parser wants one.
   CSI_PROXY_ASSIGN_OR_RETURN(host::HostConfig parsed,
-                             host::ParseConfig(text.str(), source, fs::path(library).parent_path().string()));
+                             host::ParseConfig(text.str(), source, fs::absolute(library).parent_path().string()));
   for (auto& g : parsed.groups) {
     if (g.name == group) kit.group = g;
   }

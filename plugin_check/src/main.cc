@@ -1,6 +1,7 @@
 // csi-proxy-plugin-check: the conformance kit for API-group libraries. It loads a library the way the host does
-// (the host's abi/ code) in child processes, runs the checks of checks.h against it and reports them as a test
-// report: one line per check on standard output, optionally JUnit XML, exit status 1 when a check failed.
+// (the host's abi/ code) in child processes, and as an isolated group is served (in csi-proxy-runner, through the
+// host's RunnerSupervisor), runs the checks of checks.h against it and reports them as a test report: one line per
+// check on standard output, optionally JUnit XML, exit status 1 when a check failed.
 // docs/plugin-authors.md ("Checking a library") says what each check means.
 #include <CLI/CLI.hpp>
 
@@ -19,6 +20,7 @@
 #include "checks.h"
 #include "config/trusted_files.h"
 #include "isolation.h"
+#include "isolation/runner_supervisor.h"
 #include "kit_config.h"
 #include "process_usage.h"
 
@@ -287,6 +289,11 @@ int Main(int argc, char** argv) {
       // Per method: what may be called under this configuration, and how.
       std::vector<std::vector<CheckItem>> per_method;
       std::vector<Reported> skipped;
+      // The library in the runner: started, each callable method called through it, stopped; in one child.
+      std::vector<CheckItem> isolated;
+      if (Selected(o, "isolated: start in csi-proxy-runner")) {
+        isolated.push_back({CheckKind::kIsolatedStart, "isolated: start in csi-proxy-runner", ""});
+      }
       size_t fuzzed = 0;
       for (const std::string& entry : methods) {
         const uint32_t flags = static_cast<uint32_t>(std::stoul(entry.substr(0, entry.find(' '))));
@@ -317,13 +324,36 @@ int Main(int argc, char** argv) {
         if (read_only && why_not.empty() && Selected(o, "concurrent " + path)) {
           items.push_back({CheckKind::kConcurrent, "concurrent " + path, path});
         }
+        if (const std::string name = "isolated: calls " + path; Selected(o, name)) {
+          if (why_not.empty()) {
+            isolated.push_back({CheckKind::kIsolatedCalls, name, path});
+          } else {
+            skipped.push_back({name, "SKIP", why_not, 0});
+          }
+        }
         if (!items.empty()) per_method.push_back(std::move(items));
       }
       settings.fuzz_time = std::chrono::milliseconds(
           std::max<int64_t>(100, static_cast<int64_t>(o.seconds * 1000 / std::max<size_t>(1, fuzzed))));
+      if (Selected(o, "isolated: stop")) isolated.push_back({CheckKind::kIsolatedStop, "isolated: stop", ""});
       Kit kit(o, settings);
       if (!lifecycle.empty()) print(kit.RunBatch(lifecycle));
       for (const auto& items : per_method) print(kit.RunBatch(items));
+      // The runner the host would start for this group: beside the kit, as beside the host (both in bin/).
+      const std::string runner = host::RunnerSupervisor::RunnerPath();
+      if (!isolated.empty() && !fs::is_regular_file(runner, ec)) {
+        std::vector<Reported> not_run;
+        for (const auto& item : isolated) {
+          not_run.push_back({item.name, "SKIP",
+                             "csi-proxy-runner is not beside the kit (" + runner +
+                                 "): install the SDK's package, which puts both in the same bin/, or run the "
+                                 "kit from a build tree that built the csi-proxy-runner target",
+                             0});
+        }
+        print(not_run);
+      } else if (!isolated.empty()) {
+        print(kit.RunBatch(isolated));
+      }
       print(skipped);
     } else {
       std::cout << "(the library did not load: no further check ran)\n";
