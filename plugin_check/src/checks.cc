@@ -682,29 +682,36 @@ class Checker {
   std::string Runner() const { return "the runner (pid " + std::to_string(runner_pid_) + ")"; }
 
   // Stops the runner as the host stops an isolated group (its library shut down, then the process ends), within
-  // the host's shutdown_timeout; what was wrong with how it ended, or "". The next check starts a new one.
-  std::string StopRunner() {
+  // the host's shutdown_timeout; what was wrong with how it ended, or "". `after_failure`: the runner may have
+  // ended already (the check failed on that), and only what is left of it is wrong. The next check starts a new one.
+  std::string StopRunner(bool after_failure = false) {
     if (!runner_) return "";
     SetNote(ch_, "the stop of " + Runner());
     const std::string runner = Runner();
+    // A runner the supervisor restarted after one ended is another process.
+    std::vector<pid_t> pids{runner_pid_};
+    if (pid_t now = runner_->usage().pid; now != 0 && now != runner_pid_) pids.push_back(now);
     runner_->Stop(Clock::now() + config_.host.shutdown_timeout);
     const host::RunnerUsage after = runner_->usage();
     runner_.reset();
     std::string wrong;
     // The supervisor's words for a runner that shut its library down and exited by itself.
-    if (after.last_exit != "exited with status 0") {
+    if (!after_failure && after.last_exit != "exited with status 0") {
       wrong = runner + " did not shut down cleanly when stopped: it " +
               (after.last_exit.empty() ? std::string("never ended") : after.last_exit);
     }
-    if (std::string left = LeftOfRunner(runner_pid_); !left.empty()) {
-      wrong += (wrong.empty() ? runner : std::string("; it")) + " " + left + " after the stop";
+    for (pid_t pid : pids) {
+      if (std::string left = LeftOfRunner(pid); !left.empty()) {
+        wrong += (wrong.empty() ? "" : "; ") + std::string("the runner (pid ") + std::to_string(pid) + ") " + left +
+                 " after the stop";
+      }
     }
     return wrong;
   }
 
   // A failed check's end: the runner is stopped, and the next check starts a new one.
   Result FailAndStop(std::string detail) {
-    if (std::string wrong = StopRunner(); !wrong.empty()) detail += "; stopping it: " + wrong;
+    if (std::string wrong = StopRunner(true); !wrong.empty()) detail += "; stopping it: " + wrong;
     return Fail(detail);
   }
 

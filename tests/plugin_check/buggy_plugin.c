@@ -7,6 +7,10 @@
  *   "late-twice" Slow, finishing after the host answered the call at its deadline, completes it twice;
  *   "socket"     init binds a socket of a fixed name (per process), so a second instance cannot start beside the
  *                serving one, as a reload starts it;
+ *   "needs-net-raw"          GetCount opens a raw socket, which needs CAP_NET_RAW, and answers INTERNAL with the
+ *                kernel's error when it is refused: fine as root, failing in a runner whose group does not declare
+ *                the capability;
+ *   "crash-without-net-raw"  the same, but it does not check the socket call and crashes (SIGSEGV) when refused;
  * and, in the build with BUGGY_NEEDS_V2 (negotiation comes before the keys), negotiation refuses a host that offers
  * only ABI version 1, though the library has nothing of version 2 it cannot do without;
  *   ""           none: the library conforms.
@@ -14,6 +18,7 @@
  * well-formed protobuf of no particular message. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -52,6 +57,20 @@ static void get_count(void* ctx, csi_proxy_host_call* call, const uint8_t* reque
   if (atomic_fetch_add(&in_flight, 1) != 0 && bug_is("race")) abort();
   usleep(200);
   atomic_fetch_sub(&in_flight, 1);
+  if (bug_is("needs-net-raw") || bug_is("crash-without-net-raw")) {
+    const int raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+    if (raw < 0) {
+      if (bug_is("crash-without-net-raw")) {
+        volatile char* nowhere = NULL;
+        *nowhere = 1;
+      }
+      char message[128];
+      const int n = snprintf(message, sizeof message, "socket(AF_INET, SOCK_RAW): %s", strerror(errno));
+      host_table.complete_call(call, CSI_PROXY_STATUS_INTERNAL, message, (size_t)n, NULL, 0);
+      return;
+    }
+    close(raw);
+  }
   host_table.complete_call(call, CSI_PROXY_STATUS_OK, NULL, 0, NULL, 0);
 }
 

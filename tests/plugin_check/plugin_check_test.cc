@@ -1,12 +1,16 @@
 // csi-proxy-plugin-check against a library with planted bugs (buggy_plugin.c): each bug fails the check that is
 // meant to find it, naming it, and nothing else; without a bug every check passes; a fuzz failure comes back from
-// its seed and input number alone; the JUnit report says the same as the text. (The shipped groups and the
-// example are checked by the plugin_check.<group> tests, tests/plugin_check/CMakeLists.txt.)
+// its seed and input number alone; the JUnit report says the same as the text. The isolated checks (the library in
+// csi-proxy-runner) fail a library that needs a privilege its group does not declare, or that crashes there, and
+// are skipped when no runner is beside the kit. (The shipped groups and the example are checked by the
+// plugin_check.<group> tests, tests/plugin_check/CMakeLists.txt.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -25,22 +29,34 @@ constexpr bool kAddressSanitizer = true;  // the kit, built the same way, measur
 constexpr bool kAddressSanitizer = false;
 #endif
 
+// Whether this process holds the capability `number` in its effective set (/proc/self/status CapEff).
+bool HoldsCapability(int number) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> number) & 1;
+  }
+  return false;
+}
+constexpr int kCapNetRaw = 13;
+
 struct KitRun {
   int exit_code = -1;
   std::string report;
-  std::vector<std::string> failures;  // the FAIL lines
+  std::vector<std::string> failures;           // the FAIL lines but the isolated checks'
+  std::vector<std::string> isolated_failures;  // the isolated checks' FAIL lines
 };
 
 class PluginCheckTest : public ::testing::Test {
  protected:
-  // Runs the kit on the buggy library with `bug` planted and `extra` in its [check] table.
+  // Runs the kit on the buggy library with `bug` planted, `group_keys` in its group's table and `extra` in its
+  // [check] table.
   KitRun Run(const std::string& bug, std::vector<std::string> args = {}, const std::string& extra = "",
-             const std::string& library = CSI_PROXY_BUGGY_LIBRARY) {
-    const std::string config = dir_.Write("buggy-" + bug + ".toml", "[groups.buggy]\nbug = \"" + bug +
-                                                                        "\"\n\n[check]\ncall_timeout_seconds = 2\n"
-                                                                        "reloads = 5\n" +
-                                                                        extra);
-    std::vector<std::string> argv{CSI_PROXY_PLUGIN_CHECK, library, "--config", config, "--seconds", "2"};
+             const std::string& library = CSI_PROXY_BUGGY_LIBRARY, const std::string& group_keys = "",
+             const std::string& kit = CSI_PROXY_PLUGIN_CHECK) {
+    const std::string config = dir_.Write("buggy-" + bug + "-" + std::to_string(runs_) + ".toml",
+                                          "[groups.buggy]\nbug = \"" + bug + "\"\n" + group_keys +
+                                              "\n[check]\ncall_timeout_seconds = 2\nreloads = 5\n" + extra);
+    std::vector<std::string> argv{kit, library, "--config", config, "--seconds", "2"};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string out = dir_.Sub("report-" + std::to_string(++runs_) + ".txt");
     auto child = ChildProcess::Start(argv, out);
@@ -64,7 +80,11 @@ class PluginCheckTest : public ::testing::Test {
     run.report = text.str();
     std::istringstream lines(run.report);
     for (std::string line; std::getline(lines, line);) {
-      if (line.rfind("FAIL  ", 0) == 0) run.failures.push_back(line);
+      if (line.rfind("FAIL  isolated: ", 0) == 0) {
+        run.isolated_failures.push_back(line);
+      } else if (line.rfind("FAIL  ", 0) == 0) {
+        run.failures.push_back(line);
+      }
     }
     return run;
   }
@@ -85,7 +105,77 @@ TEST_F(PluginCheckTest, AConformingLibraryPassesEveryCheck) {
   // Not measured in the sanitizer pass (see ALeakAcrossReloadsFailsBothLeakChecks).
   EXPECT_THAT(run.report, HasSubstr(std::string(kAddressSanitizer ? "SKIP" : "PASS") +
                                     "  leaks: resident memory across 5 reloads:"));
+  EXPECT_TRUE(run.isolated_failures.empty()) << run.report;
+  // In the runner, confined as a third party's group is by default; as root, as the host runs.
+  if (geteuid() == 0) {
+    EXPECT_THAT(run.report, HasSubstr("PASS  isolated: start in csi-proxy-runner: the runner (pid "));
+    EXPECT_THAT(run.report, HasSubstr("confined itself (capabilities: none; user: root; no_new_privs; seccomp: "));
+    for (const char* method : {"GetCount", "Parse", "Slow"}) {
+      EXPECT_THAT(run.report, HasSubstr(std::string("PASS  isolated: calls /v1.Buggy/") + method +
+                                        ": 5 requests (the sample and fuzz inputs 0 to 3) answered by the runner"));
+    }
+    EXPECT_THAT(run.report, HasSubstr("PASS  isolated: stop: the runner (pid "));
+    EXPECT_THAT(run.report, HasSubstr("exited with status 0"));
+    EXPECT_THAT(run.report, HasSubstr("no process and no zombie are left"));
+  } else {
+    EXPECT_THAT(run.report, HasSubstr("SKIP  isolated: start in csi-proxy-runner: the kit cannot confine the runner"));
+  }
   EXPECT_THAT(run.report, HasSubstr("0 failed"));
+}
+
+TEST_F(PluginCheckTest, ALibraryNeedingAPrivilegeItsGroupDoesNotDeclareFailsTheIsolatedCheckOnly) {
+  if (!HoldsCapability(kCapNetRaw)) {
+    GTEST_SKIP() << "needs CAP_NET_RAW (root): the kit's own process must open the raw socket the runner may not";
+  }
+  KitRun run = Run("needs-net-raw");
+  EXPECT_EQ(run.exit_code, 1) << run.report;
+  EXPECT_TRUE(run.failures.empty()) << run.report;  // in the kit's process, as root, it works
+  ASSERT_EQ(run.isolated_failures.size(), 1u) << run.report;
+  EXPECT_THAT(run.isolated_failures[0],
+              HasSubstr("FAIL  isolated: calls /v1.Buggy/GetCount: the sample request was answered INTERNAL "
+                        "\"socket(AF_INET, SOCK_RAW): Operation not permitted\" by the runner (pid "));
+  EXPECT_THAT(run.isolated_failures[0], HasSubstr("and OK in the kit's own process: the group's privileges "
+                                                  "(capabilities: none; user: root;"));
+  EXPECT_THAT(run.isolated_failures[0], HasSubstr("declare it in [groups.buggy]"));
+  EXPECT_THAT(run.report, HasSubstr("PASS  isolated: calls /v1.Buggy/Parse:"));  // a new runner after the failure
+  EXPECT_THAT(run.report, HasSubstr("PASS  isolated: stop:"));
+
+  // Declared, the same library passes.
+  KitRun declared = Run("needs-net-raw", {}, "", CSI_PROXY_BUGGY_LIBRARY, "capabilities = [\"CAP_NET_RAW\"]\n");
+  EXPECT_EQ(declared.exit_code, 0) << declared.report;
+  EXPECT_TRUE(declared.isolated_failures.empty()) << declared.report;
+  EXPECT_THAT(declared.report, HasSubstr("confined itself (capabilities: CAP_NET_RAW;"));
+  EXPECT_THAT(declared.report, HasSubstr("PASS  isolated: calls /v1.Buggy/GetCount:"));
+}
+
+TEST_F(PluginCheckTest, ACrashInTheRunnerFailsTheIsolatedCheckNamingTheSignal) {
+  if (!HoldsCapability(kCapNetRaw)) {
+    GTEST_SKIP() << "needs CAP_NET_RAW (root): the kit's own process must open the raw socket the runner may not";
+  }
+  KitRun run = Run("crash-without-net-raw");
+  EXPECT_EQ(run.exit_code, 1) << run.report;
+  EXPECT_TRUE(run.failures.empty()) << run.report;
+  ASSERT_EQ(run.isolated_failures.size(), 1u) << run.report;
+  EXPECT_THAT(run.isolated_failures[0], HasSubstr("FAIL  isolated: calls /v1.Buggy/GetCount: the runner (pid "));
+  EXPECT_THAT(run.isolated_failures[0],
+              HasSubstr("killed by signal 11 (SIGSEGV), during the sample request; the call was answered UNAVAILABLE"));
+  // Stopped after the crash with nothing left, and a new runner serves the next checks.
+  EXPECT_THAT(run.isolated_failures[0], ::testing::Not(HasSubstr("stopping it:")));
+  EXPECT_THAT(run.report, HasSubstr("PASS  isolated: calls /v1.Buggy/Slow:"));
+  EXPECT_THAT(run.report, HasSubstr("PASS  isolated: stop:"));
+}
+
+TEST_F(PluginCheckTest, TheIsolatedChecksAreSkippedWhenNoRunnerIsBesideTheKit) {
+  const std::string alone = dir_.MakeDir("bin-without-runner") + "/csi-proxy-plugin-check";
+  std::filesystem::copy_file(CSI_PROXY_PLUGIN_CHECK, alone);
+  KitRun run = Run("none", {}, "", CSI_PROXY_BUGGY_LIBRARY, "", alone);
+  EXPECT_EQ(run.exit_code, 0) << run.report;
+  EXPECT_THAT(run.report, HasSubstr("SKIP  isolated: start in csi-proxy-runner: csi-proxy-runner is not beside the "
+                                    "kit (" +
+                                    dir_.Sub("bin-without-runner/csi-proxy-runner") + ")"));
+  EXPECT_THAT(run.report, HasSubstr("SKIP  isolated: calls /v1.Buggy/Parse: csi-proxy-runner is not beside the kit"));
+  EXPECT_THAT(run.report, HasSubstr("SKIP  isolated: stop: csi-proxy-runner is not beside the kit"));
+  EXPECT_THAT(run.report, HasSubstr("PASS  fuzz /v1.Buggy/Parse:"));  // the other checks run as before
 }
 
 TEST_F(PluginCheckTest, ARaceBetweenConcurrentCallsFailsTheConcurrencyCheck) {
@@ -110,6 +200,11 @@ TEST_F(PluginCheckTest, ACrashOnAMalformedRequestFailsTheFuzzCheckAndComesBackFr
   EXPECT_THAT(run.report, HasSubstr("--seed 42"));
   // The deadline and concurrency checks of the same method run in a fresh process after the crash.
   EXPECT_THAT(run.report, HasSubstr("PASS  deadline /v1.Buggy/Parse:"));
+  // The isolated check's few inputs of seed 42 may meet the crash too: then it names the runner's signal.
+  for (const auto& line : run.isolated_failures) {
+    EXPECT_THAT(line, HasSubstr("FAIL  isolated: calls /v1.Buggy/Parse: the runner (pid ")) << run.report;
+    EXPECT_THAT(line, HasSubstr("killed by signal 11 (SIGSEGV), during input #")) << run.report;
+  }
 
   KitRun again = Run("crash", {"--seed", "42", "--only", "fuzz /v1.Buggy/Parse", "--input", input});
   ASSERT_EQ(again.failures.size(), 1u) << again.report;
