@@ -766,7 +766,7 @@ class Checker {
       const bool answered = call->WaitAnswered(config_.call_timeout + milliseconds(1000));
       const host::RunnerUsage usage = runner_->usage();
       if (!usage.last_exit.empty() || usage.restarts > 0) {
-        std::string detail = Runner() + " " + usage.last_exit + ", during " + what;
+        std::string detail = Runner() + " ended (" + usage.last_exit + "), during " + what;
         if (answered) detail += "; the call was answered " + CodeText(call->code) + Quoted(call->message);
         return FailAndStop(detail);
       }
@@ -809,8 +809,8 @@ class Checker {
     if (Status started = StartRunner(); !started.ok()) return NoRunner(started);
     const host::RunnerUsage usage = runner_->usage();
     if (!usage.last_exit.empty() || usage.restarts > 0) {
-      return FailAndStop(Runner() + " " + usage.last_exit + " and was restarted " + std::to_string(usage.restarts) +
-                         " times before its stop");
+      return FailAndStop(Runner() + " ended (" + usage.last_exit + ") and was restarted " +
+                         std::to_string(usage.restarts) + " times before its stop");
     }
     const std::string runner = Runner();
     const auto start = Clock::now();

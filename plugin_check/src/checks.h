@@ -1,6 +1,6 @@
 // The checks, as the child process runs them against the library loaded through the host's own ABI code
-// (abi/plugin_loader.h, abi/call_handle.h). The kit (main.cc) plans them and reads the child's reports, one line
-// each:
+// (abi/plugin_loader.h, abi/call_handle.h), or served by csi-proxy-runner (isolation/runner_supervisor.h). The kit
+// (main.cc) plans them and reads the child's reports, one line each:
 //   "M <flags> <path>"               a method the library registered (the newest host's ABI check sends these)
 //   "S <index> <budget ms>"          check <index> starts; the kit waits that long for its result
 //   "R <index> <PASS|FAIL|SKIP> <detail>"

@@ -1,6 +1,7 @@
 // Runs the kit's checks of a library in a child process, so that a crash, an abort or a hang of the library becomes
 // a failed check instead of the kit's end. The only place that knows how the child is made
-// (isolation_linux.cc): when the project's isolated-group runner can host a library, a check can run there instead.
+// (isolation_linux.cc). (The isolated checks, checks.h, serve the library from the host's own runner instead, which
+// the host's RunnerSupervisor starts in the child.)
 #pragma once
 
 #include <chrono>

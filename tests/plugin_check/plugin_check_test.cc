@@ -6,9 +6,11 @@
 // plugin_check.<group> tests, tests/plugin_check/CMakeLists.txt.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +119,12 @@ TEST_F(PluginCheckTest, AConformingLibraryPassesEveryCheck) {
     EXPECT_THAT(run.report, HasSubstr("PASS  isolated: stop: the runner (pid "));
     EXPECT_THAT(run.report, HasSubstr("exited with status 0"));
     EXPECT_THAT(run.report, HasSubstr("no process and no zombie are left"));
+    // And none is, after the kit.
+    const size_t at = run.report.find("PASS  isolated: stop: the runner (pid ");
+    if (at != std::string::npos) {
+      const pid_t runner = static_cast<pid_t>(std::stol(run.report.substr(at + 38)));
+      EXPECT_TRUE(kill(runner, 0) != 0 && errno == ESRCH) << "the runner " << runner << " is still there";
+    }
   } else {
     EXPECT_THAT(run.report, HasSubstr("SKIP  isolated: start in csi-proxy-runner: the kit cannot confine the runner"));
   }
@@ -158,7 +166,8 @@ TEST_F(PluginCheckTest, ACrashInTheRunnerFailsTheIsolatedCheckNamingTheSignal) {
   ASSERT_EQ(run.isolated_failures.size(), 1u) << run.report;
   EXPECT_THAT(run.isolated_failures[0], HasSubstr("FAIL  isolated: calls /v1.Buggy/GetCount: the runner (pid "));
   EXPECT_THAT(run.isolated_failures[0],
-              HasSubstr("killed by signal 11 (SIGSEGV), during the sample request; the call was answered UNAVAILABLE"));
+              HasSubstr("ended (killed by signal 11 (SIGSEGV)), during the sample request; the call was answered "
+                        "UNAVAILABLE"));
   // Stopped after the crash with nothing left, and a new runner serves the next checks.
   EXPECT_THAT(run.isolated_failures[0], ::testing::Not(HasSubstr("stopping it:")));
   EXPECT_THAT(run.report, HasSubstr("PASS  isolated: calls /v1.Buggy/Slow:"));
@@ -203,7 +212,7 @@ TEST_F(PluginCheckTest, ACrashOnAMalformedRequestFailsTheFuzzCheckAndComesBackFr
   // The isolated check's few inputs of seed 42 may meet the crash too: then it names the runner's signal.
   for (const auto& line : run.isolated_failures) {
     EXPECT_THAT(line, HasSubstr("FAIL  isolated: calls /v1.Buggy/Parse: the runner (pid ")) << run.report;
-    EXPECT_THAT(line, HasSubstr("killed by signal 11 (SIGSEGV), during input #")) << run.report;
+    EXPECT_THAT(line, HasSubstr("ended (killed by signal 11 (SIGSEGV)), during input #")) << run.report;
   }
 
   KitRun again = Run("crash", {"--seed", "42", "--only", "fuzz /v1.Buggy/Parse", "--input", input});
