@@ -14,7 +14,6 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -653,9 +652,7 @@ class Checker {
     SetNote(ch_, "the start of csi-proxy-runner");
     auto started = host::RunnerSupervisor::Start(config_.group, config_.host, Clock::now() + config_.host.load_timeout);
     if (!started.ok()) {
-      // The runner holds what the kit holds: a confinement it cannot apply is the kit's lack, not the library's.
-      if (started.status().code() == Code::kFailedPrecondition &&
-          started.status().message().find("this process") != std::string::npos) {
+      if (KitLacksPrivileges(started.status())) {
         runner_skip_ =
             "the kit cannot confine the runner as the group's privileges say, so the library was not "
             "loaded in it (run the kit as root, as the host runs): " +
@@ -670,11 +667,15 @@ class Checker {
     return Status::Ok();
   }
 
+  // The runner holds what the kit holds: a confinement it cannot apply ("this process does not hold CAP_...", a
+  // limit "above this process's own hard limit") is the kit's lack, not the library's.
+  static bool KitLacksPrivileges(const Status& start) {
+    return start.code() == Code::kFailedPrecondition && start.message().find("this process") != std::string::npos;
+  }
+
   // The result of a check that needs a runner when none could be started: the start's failure the first time.
   Result NoRunner(const Status& start) {
-    if (start.code() == Code::kFailedPrecondition && start.message().find("this process") != std::string::npos) {
-      return {"SKIP", runner_skip_};
-    }
+    if (KitLacksPrivileges(start)) return {"SKIP", runner_skip_};
     return Fail("the library was not served in csi-proxy-runner (" + host::RunnerSupervisor::RunnerPath() +
                 "): " + start.message());
   }
@@ -755,15 +756,17 @@ class Checker {
     }
     const uint64_t twice_before = double_completions.load();
     std::map<std::string, int> codes;
-    std::deque<std::shared_ptr<KitCall>> kept;  // alive until the runner stops, for a late second completion
     const auto start = Clock::now();
     for (const auto& [what, bytes] : requests) {
       SetNote(ch_, m.path + " through " + Runner() + ", " + what);
       auto call = NewCall(config_, m, bytes, DeadlineIn(config_.call_timeout));
-      kept.push_back(call);
       runner_->Send(index, call->handle);
-      // The deadline, and a little for the hop back.
+      // The deadline, and a little for the hop back. Unanswered, the call is answered here, as the host's timer
+      // does, so that nothing reaches `call` once it is gone.
       const bool answered = call->WaitAnswered(config_.call_timeout + milliseconds(1000));
+      if (!answered) {
+        call->handle->Abandon(CSI_PROXY_STATUS_DEADLINE_EXCEEDED, "deadline exceeded (csi-proxy-plugin-check)");
+      }
       const host::RunnerUsage usage = runner_->usage();
       if (!usage.last_exit.empty() || usage.restarts > 0) {
         std::string detail = Runner() + " ended (" + usage.last_exit + "), during " + what;
@@ -771,7 +774,6 @@ class Checker {
         return FailAndStop(detail);
       }
       if (!answered) {
-        call->handle->Abandon(CSI_PROXY_STATUS_DEADLINE_EXCEEDED, "deadline exceeded (csi-proxy-plugin-check)");
         return FailAndStop(what + " was not answered by " + Runner() + " within " +
                            std::to_string(config_.call_timeout.count() / 1000) + " s (its deadline)");
       }
@@ -794,7 +796,7 @@ class Checker {
       }
       ++codes[CodeText(call->code)];
     }
-    usleep(20000);  // a late second completion, which the runner logs to the kit
+    usleep(20000);  // a late second completion, which the runner's host code logs, and the runner to the kit
     if (double_completions.load() != twice_before) return FailAndStop("a call through the runner was completed twice");
     std::string histogram;
     for (const auto& [code, n] : codes) histogram += (histogram.empty() ? "" : ", ") + code + " " + std::to_string(n);
