@@ -2,6 +2,7 @@
 // find_package(CsiProxySdk) and one csi_proxy_add_plugin() call, run its unit test (the SDK's in-process fake host,
 // csi_proxy/testing/fake_host.hpp), and have the installed host serve it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -28,9 +29,9 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
   ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--install", BuildDir(), "--prefix", prefix}));
 
   for (const char* f :
-       {"bin/csi-proxy", "bin/csi-proxy-plugin-check", "include/csi_proxy/plugin_abi.h", "include/csi_proxy/plugin.hpp",
-        "include/csi_proxy/status.hpp", "include/csi_proxy/log.hpp", "include/csi_proxy/config.hpp",
-        "include/csi_proxy/service_builder.hpp", "include/csi_proxy/entry_points.hpp",
+       {"bin/csi-proxy", "bin/csi-proxy-plugin-check", "bin/csi-proxy-runner", "include/csi_proxy/plugin_abi.h",
+        "include/csi_proxy/plugin.hpp", "include/csi_proxy/status.hpp", "include/csi_proxy/log.hpp",
+        "include/csi_proxy/config.hpp", "include/csi_proxy/service_builder.hpp", "include/csi_proxy/entry_points.hpp",
         "include/csi_proxy/testing/fake_host.hpp", "lib/cmake/CsiProxySdk/CsiProxySdkConfig.cmake",
         "lib/cmake/CsiProxySdk/CsiProxyPlugin.cmake", "etc/csi-proxy/csi-proxy.toml"}) {
     EXPECT_TRUE(fs::exists(prefix + "/" + f)) << f;
@@ -57,6 +58,11 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
                                 &report));
   EXPECT_NE(report.find("PASS  fuzz /v1.Echo/Echo:"), std::string::npos) << report;
   EXPECT_NE(report.find(" 0 failed"), std::string::npos) << report;
+  // Its isolated checks find the installed runner beside it (as root: the runner's confinement needs it).
+  if (geteuid() == 0) {
+    EXPECT_NE(report.find("PASS  isolated: calls /v1.Echo/Echo:"), std::string::npos) << report;
+    EXPECT_NE(report.find("PASS  isolated: stop:"), std::string::npos) << report;
+  }
 
   // Dropped into the installed plugin folder, found without any plugin_dir in the config.
   fs::create_directories(prefix + "/lib/csi-proxy/plugins");
