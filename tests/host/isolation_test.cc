@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
@@ -595,6 +596,34 @@ TEST(Isolation, TheRunnersLogFollowsTheLogLevelAReloadSets) {
   EXPECT_EQ(log.find("[crasher] before the reload"), std::string::npos) << log;
   EXPECT_NE(log.find("[crasher] after the reload"), std::string::npos) << log;
   EXPECT_NE(log.find("[crasher] in the next runner"), std::string::npos) << log;
+}
+
+// The lines of `log` that mention `what`, without their time.
+std::vector<std::string> LinesWith(const std::string& log, const std::string& what) {
+  std::vector<std::string> out;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(what) == std::string::npos) continue;
+    const size_t level = line.find(" error ");
+    out.push_back(level == std::string::npos ? line : line.substr(level));
+  }
+  return out;
+}
+
+// A library its runner refuses (its init fails) is logged as in process: once, by the host, with the library's
+// own words; the runner's log adds nothing to it.
+TEST(Isolation, ALibraryItsRunnerRefusesIsLoggedOnceAsInProcess) {
+  std::vector<std::string> seen[2];
+  for (int isolated = 0; isolated < 2; ++isolated) {
+    HostProcess host("[groups.initfails]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-initfails.so\"\n" +
+                     (isolated ? "isolation = \"process\"\n" : "") + "[groups.echo]\n");
+    EXPECT_EQ(host.RunToExit({"--check-config"}), 0) << host.log();
+    seen[isolated] = LinesWith(host.log(), "the widget driver is not loaded");
+  }
+  EXPECT_EQ(seen[1], seen[0]);
+  EXPECT_EQ(std::count_if(seen[1].begin(), seen[1].end(),
+                          [](const std::string& line) { return line.rfind(" error ", 0) == 0; }),
+            1);
 }
 
 TEST(Isolation, AnUpgradeStartsTheNewRunnerBeforeTheOldOneDrains) {
