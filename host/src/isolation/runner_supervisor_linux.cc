@@ -550,6 +550,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
           } else if (m.has_usage()) {
             TakeUsage(m.usage());
           } else if (m.has_crashing()) {
+            std::lock_guard lock(mu_);
             crash_work_ = m.crashing().work();
           } else if (m.has_log()) {
             spdlog::log(LevelOf(m.log().level()), "{}", m.log().text());
@@ -610,8 +611,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         auto handshake = first ? first_deadline_ : SteadyClock::now() + load_timeout_;
         why = Serve(*spawned, handshake, first);
         how = Reap(*spawned, std::chrono::seconds(2), !why.empty());
-        if (!crash_work_.empty()) how += " while its library ran " + crash_work_;
-        crash_work_.clear();
+        std::lock_guard lock(mu_);
+        if (!crash_work_.empty()) how += " while its library ran " + std::exchange(crash_work_, {});
       }
       bool stopping;
       {
@@ -719,7 +720,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   uint64_t next_id_ = 0;
   uint64_t restarts_ = 0;
   std::string last_exit_;
-  std::string crash_work_;  // the supervisor's thread's: what the library ran when it crashed, as the runner said
+  std::string crash_work_;  // what the runner's library ran when it crashed, as the runner's signal handler said
   bool stopping_ = false;
   SteadyClock::time_point stop_deadline_;
   std::function<void(bool)> listener_;
