@@ -12,12 +12,14 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "abi/library_scope.h"
 #include "config/config.h"
 #include "config/trusted_files.h"
 #include "isolation/privileges.h"
@@ -54,6 +56,12 @@ class Link {
     corked_ = false;
     if (!corked_frames_.empty()) Write(corked_frames_);
     corked_frames_.clear();
+  }
+  // From a fatal signal's handler: `bytes` in one send, unless a frame is being written (it would be torn).
+  void SendFromSignalHandler(const char* bytes, size_t size) {
+    if (!write_mu_.try_lock()) return;
+    (void)!send(fd_, bytes, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    write_mu_.unlock();
   }
   // Whether the bytes received hold another whole message, which the next Receive returns without a read.
   bool HasMessage() const { return reader_.HasFrame(); }
@@ -95,6 +103,46 @@ class Link {
 
 thread_local bool Link::corked_ = false;
 
+// A crash of the library tells the host which of its code the thread ran (a Crashing message), so that the host's
+// one line on the runner's end names it, as the host's own crash line does in process. Under AddressSanitizer its
+// own handler reports the crash with far more.
+#ifdef __SANITIZE_ADDRESS__
+constexpr bool kTellCrashes = false;
+#else
+constexpr bool kTellCrashes = true;
+#endif
+Link* crash_link = nullptr;
+
+// Async-signal-safe: the frame (a RunnerMessage holding a Crashing) is encoded by hand on the stack; with the work
+// cut to 120 bytes every length is one byte. Then the signal's default action ends the runner (SA_RESETHAND).
+void OnFatalSignal(int sig, siginfo_t*, void*) {
+  const char* work = CurrentLibraryWork();
+  if (work != nullptr && crash_link != nullptr) {
+    constexpr uint8_t kCrashingField = (11 << 3) | 2, kWorkField = (1 << 3) | 2;
+    const size_t size = strnlen(work, 120);
+    char frame[4 + 4 + 120];
+    frame[0] = static_cast<char>(4 + size);  // the frame's length, little-endian
+    frame[1] = frame[2] = frame[3] = 0;
+    frame[4] = static_cast<char>(kCrashingField);
+    frame[5] = static_cast<char>(2 + size);
+    frame[6] = static_cast<char>(kWorkField);
+    frame[7] = static_cast<char>(size);
+    std::memcpy(frame + 8, work, size);
+    crash_link->SendFromSignalHandler(frame, 8 + size);
+  }
+  raise(sig);
+}
+
+void TellCrashes(Link* link) {
+  if (!kTellCrashes) return;
+  crash_link = link;
+  struct sigaction crash {};
+  crash.sa_sigaction = &OnFatalSignal;
+  crash.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&crash.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS}) sigaction(sig, &crash, nullptr);
+}
+
 // The runner's log goes to the host's: the library's host->log lines and the runner's own, at their levels.
 class ForwardSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
@@ -114,12 +162,19 @@ class ForwardSink final : public spdlog::sinks::base_sink<std::mutex> {
   Link* link_;
 };
 
+// Set when a call was answered RESOURCE_EXHAUSTED, which may be the budget's refusal: the main thread then tells
+// the host how many the budget refused (Usage).
+std::atomic<bool> maybe_refused{false};
+
 // Where a call's answer goes: a Completion frame. Deleted once it has answered (a call is answered once).
 class RemoteAnswer final : public CallAnswerSink {
  public:
   RemoteAnswer(uint64_t id, Link* link, std::function<void(uint64_t)> forget)
       : id_(id), link_(link), forget_(std::move(forget)) {}
+  // The host's handle logs the call's outcome.
+  bool Relays() const override { return true; }
   void Answer(csi_proxy_status_code code, std::string_view message, std::string_view response) override {
+    if (code == CSI_PROXY_STATUS_RESOURCE_EXHAUSTED) maybe_refused.store(true, std::memory_order_relaxed);
     forget_(id_);
     runner_proto::RunnerMessage m;
     runner_proto::Completion* c = m.mutable_completion();
@@ -155,6 +210,18 @@ StatusOr<std::shared_ptr<GroupRuntime>> LoadGroup(const runner_proto::Start& sta
   return GroupRuntime::Load(group, config, EndpointRegistry{});
 }
 
+runner_proto::RunnerMessage UsageOf(const GroupRuntime& runtime, uint64_t seq) {
+  const GroupExecutor::Usage usage = runtime.usage().executor;
+  runner_proto::RunnerMessage m;
+  runner_proto::Usage* u = m.mutable_usage();
+  u->set_seq(seq);
+  u->set_running(usage.running);
+  u->set_queued(usage.queued);
+  u->set_refused(usage.refused);
+  u->set_threads(usage.threads);
+  return m;
+}
+
 runner_proto::RunnerMessage ReadyOf(const GroupRuntime& runtime) {
   runner_proto::RunnerMessage m;
   runner_proto::Ready* ready = m.mutable_ready();
@@ -178,6 +245,7 @@ runner_proto::RunnerMessage ReadyOf(const GroupRuntime& runtime) {
 
 int Serve(int fd, const std::string& name) {
   Link link(fd);
+  TellCrashes(&link);
   auto logger = std::make_shared<spdlog::logger>("runner", std::make_shared<ForwardSink>(&link));
   spdlog::set_default_logger(logger);
 
@@ -215,6 +283,7 @@ int Serve(int fd, const std::string& name) {
     std::lock_guard lock(calls_mu);
     calls.erase(id);
   };
+  uint64_t refused_told = 0;  // the budget's refusals the host was told of
   while (link.Receive(m)) {
     // Answers of this batch's inline calls go out in one write once no whole message is left to take.
     link.Cork();
@@ -251,6 +320,17 @@ int Serve(int fd, const std::string& name) {
       Status dispatched = runtime->Dispatch(handler, call);
       if (!dispatched.ok())
         call->Complete(static_cast<csi_proxy_status_code>(dispatched.code()), dispatched.message(), {});
+      // The budget refuses on this thread, in Dispatch: told at once, so that a runner that ends loses none.
+      if (maybe_refused.exchange(false, std::memory_order_relaxed)) {
+        if (uint64_t refused = runtime->usage().executor.refused; refused != refused_told) {
+          refused_told = refused;
+          link.Send(UsageOf(*runtime, 0));
+        }
+      }
+    } else if (m.has_log_level()) {
+      if (IsValidLogLevel(m.log_level().level())) spdlog::set_level(spdlog::level::from_str(m.log_level().level()));
+    } else if (m.has_usage_request()) {
+      link.Send(UsageOf(*runtime, m.usage_request().seq()));
     } else if (m.has_cancel()) {
       std::shared_ptr<csi_proxy_host_call> call;
       {

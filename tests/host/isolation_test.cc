@@ -9,11 +9,13 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
@@ -143,6 +145,7 @@ class ClientLoop {
 struct CrashCase {
   const char* method;
   const char* how;  // what the answer and the log say of the runner's end
+  bool caught;      // a fatal signal the runner's handler sees: the host's line names the method it ran
 };
 
 class IsolatedCrash : public ::testing::TestWithParam<CrashCase> {};
@@ -194,6 +197,15 @@ TEST_P(IsolatedCrash, FailsOnlyItsOwnCallsAndTheGroupServesAgain) {
   EXPECT_NE(host.log().find("group 'crasher': its runner (pid " + std::to_string(first) + ") "), std::string::npos)
       << host.log();
   EXPECT_NE(host.log().find(GetParam().how), std::string::npos) << host.log();
+#ifndef __SANITIZE_ADDRESS__  // whose own handler reports a crash
+  if (GetParam().caught) {
+    // One line, the host's, with what the runner knew: the library code the crashing thread ran.
+    const std::string line = std::string(GetParam().how) + " while its library ran /v1.Crasher/" + GetParam().method;
+    const std::string log = host.log();
+    ASSERT_NE(log.find(line + "; restarting it"), std::string::npos) << log;
+    EXPECT_NE(crashed.error_message().find(line), std::string::npos) << crashed.error_message();
+  }
+#endif
 
   admin::v1::GroupStatus status = StatusOf(host, "crasher");
   EXPECT_EQ(status.isolation(), "process");
@@ -210,11 +222,13 @@ TEST_P(IsolatedCrash, FailsOnlyItsOwnCallsAndTheGroupServesAgain) {
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, IsolatedCrash,
-    ::testing::Values(CrashCase{"Segfault", "killed by signal 11 (SIGSEGV)"},
-                      CrashCase{"Abort", "killed by signal 6 (SIGABRT)"}, CrashCase{"Exit", "exited with status 3"},
-                      CrashCase{"OomKill", "killed by signal 9 (SIGKILL), as the OOM killer"},
-                      CrashCase{"Leak", "killed by signal 6 (SIGABRT)"}, CrashCase{"CloseFds", "exited with status 70"},
-                      CrashCase{"Hang", "/v1.Crasher/Hang was still running 1 s after its deadline"}),
+    ::testing::Values(CrashCase{"Segfault", "killed by signal 11 (SIGSEGV)", true},
+                      CrashCase{"Abort", "killed by signal 6 (SIGABRT)", true},
+                      CrashCase{"Exit", "exited with status 3", false},
+                      CrashCase{"OomKill", "killed by signal 9 (SIGKILL), as the OOM killer", false},
+                      CrashCase{"Leak", "killed by signal 6 (SIGABRT)", true},
+                      CrashCase{"CloseFds", "exited with status 70", false},
+                      CrashCase{"Hang", "/v1.Crasher/Hang was still running 1 s after its deadline", false}),
     [](const ::testing::TestParamInfo<CrashCase>& info) { return std::string(info.param.method); });
 
 TEST(Isolation, CallsInFlightOfTheCrashedRunnerFailAndNoOthers) {
@@ -410,6 +424,206 @@ TEST(Isolation, TheShippedGroupsAndTheExampleAnswerTheSameIsolatedAsInProcess) {
 std::string IsolatedBlocker(const std::string& tag) {
   return "[groups.blocker]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-blocker1.so\"\n" +
          "isolation = \"process\"\ntag = \"" + tag + "\"\n";
+}
+
+// A call of `method` left running until the client cancels it or it is answered.
+class PendingCall {
+ public:
+  PendingCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method, const std::string& request)
+      : stub_(channel) {
+    grpc::Slice slice(request);
+    grpc::ByteBuffer buffer(&slice, 1);
+    call_ = stub_.PrepareUnaryCall(&ctx_, method, buffer, &cq_);
+    call_->StartCall();
+    call_->Finish(&response_, &status_, this);
+  }
+  ~PendingCall() {
+    Cancel();
+    Wait();
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  void Cancel() { ctx_.TryCancel(); }
+  grpc::Status Wait() {
+    if (!done_) {
+      void* tag = nullptr;
+      bool ok = false;
+      cq_.Next(&tag, &ok);
+      done_ = true;
+    }
+    return status_;
+  }
+
+ private:
+  grpc::GenericStub stub_;
+  grpc::CompletionQueue cq_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call_;
+  grpc::ByteBuffer response_;
+  grpc::Status status_;
+  bool done_ = false;
+};
+
+// The group's status once `wanted` holds for it, or the last one seen when it did not within `bound`.
+admin::v1::GroupStatus AwaitStatus(HostProcess& host, const std::string& group,
+                                   const std::function<bool(const admin::v1::GroupStatus&)>& wanted,
+                                   milliseconds bound = milliseconds(5000)) {
+  auto admin = admin::v1::Admin::NewStub(Dial(host.admin_socket()));
+  admin::v1::GroupStatus last;
+  for (auto deadline = Clock::now() + bound; Clock::now() < deadline;) {
+    grpc::ClientContext ctx;
+    admin::v1::StatusResponse status;
+    if (admin->Status(&ctx, admin::v1::StatusRequest(), &status).ok()) {
+      for (const auto& g : status.groups()) {
+        if (g.name() == group) last = g;
+      }
+      if (wanted(last)) return last;
+    }
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return last;
+}
+
+// The runner runs an isolated group's calls within the group's budget; the host's status and metrics show that
+// budget as they do a group's in process: the calls running and waiting in the runner, and those it refused, also
+// once the runner that refused them has ended.
+TEST(Isolation, TheStatusAndTheMetricsCountTheCallsRunningQueuedAndRefusedInTheRunner) {
+  const uint16_t port = test_support::FreeLoopbackPort();
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};
+  HostProcess host(IsolatedBlocker("a") + "workers = 1\nmax_queued_calls = 1\n",
+                   "metrics_address = \"127.0.0.1:" + std::to_string(port) + "\"\n", options);
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  auto channel = Dial(host.endpoint("csi-proxy-blocker-v1"));
+  admin::v1::GroupStatus status = StatusOf(host, "blocker");
+  EXPECT_EQ(status.running(), 0);
+  EXPECT_EQ(status.queued(), 0);
+
+  PendingCall first(channel, "/v1.Blocker/Block", Req().SerializeAsString());
+  status = AwaitStatus(host, "blocker", [](const auto& g) { return g.running() == 1; });
+  EXPECT_EQ(status.running(), 1);
+  EXPECT_EQ(status.queued(), 0);
+  EXPECT_EQ(status.in_flight(), 1);
+
+  PendingCall second(channel, "/v1.Blocker/Block", Req().SerializeAsString());
+  status = AwaitStatus(host, "blocker", [](const auto& g) { return g.queued() == 1; });
+  EXPECT_EQ(status.running(), 1);
+  EXPECT_EQ(status.queued(), 1);
+  EXPECT_EQ(status.in_flight(), 2);
+  std::string metrics = Scrape(port);
+  EXPECT_EQ(Value(metrics, "csi_proxy_group_workers_busy", {{"group", "blocker"}}), 1) << metrics;
+  EXPECT_EQ(Value(metrics, "csi_proxy_group_calls_queued", {{"group", "blocker"}}), 1) << metrics;
+  EXPECT_EQ(Value(metrics, "csi_proxy_group_calls_in_flight", {{"group", "blocker"}}), 2) << metrics;
+
+  // A third finds the budget and the queue full: the runner refuses it. The runner then ends (killed, as the OOM
+  // killer would) before anyone asked how many it refused: the host counted the refusal all the same.
+  const pid_t runner = status.runner_pid();
+  v1::EchoResponse resp;
+  grpc::Status refused = Call(channel, "/v1.Blocker/Block", Req("at-once"), &resp, milliseconds(5000));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("'blocker'"), std::string::npos) << refused.error_message();
+  ASSERT_EQ(kill(runner, SIGKILL), 0);
+  EXPECT_EQ(first.Wait().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(second.Wait().error_code(), grpc::StatusCode::UNAVAILABLE);
+  status = AwaitStatus(
+      host, "blocker", [&](const auto& g) { return g.runner_pid() != 0 && g.runner_pid() != runner; },
+      milliseconds(10000));
+  EXPECT_EQ(status.restarts(), 1u) << host.log();
+  EXPECT_EQ(status.running(), 0);
+  EXPECT_EQ(status.queued(), 0);
+  EXPECT_EQ(status.in_flight(), 0);
+  EXPECT_EQ(status.refused(), 1u);
+  metrics = Scrape(port);
+  EXPECT_EQ(Value(metrics, "csi_proxy_group_refused_total", {{"group", "blocker"}}), 1) << metrics;
+  // The refusal is logged once, by the host, as a call that fails in process is (not again from the runner).
+  const std::string line = "[blocker] /v1.Blocker/Block failed with RESOURCE_EXHAUSTED";
+  const std::string log = host.log();
+  ASSERT_NE(log.find(line), std::string::npos) << log;
+  EXPECT_EQ(log.find(line, log.find(line) + 1), std::string::npos) << log;
+}
+
+// A handler in the runner sees its call cancelled as soon as one in process would: the host tells the runner when
+// the client cancels, not at a later sweep. The blocker's handler looks every 10 ms and returns once it sees the
+// cancellation; its answer is what ends the call in the host's count of calls in flight.
+TEST(Isolation, AClientsCancellationReachesTheHandlerInTheRunnerAtOnce) {
+  HostProcess host(IsolatedBlocker("a"));
+  ASSERT_TRUE(host.Start({"csi-proxy-blocker-v1"})) << host.error();
+  auto channel = Dial(host.endpoint("csi-proxy-blocker-v1"));
+  std::vector<int64_t> took_ms;
+  for (int round = 0; round < 8; ++round) {
+    PendingCall call(channel, "/v1.Blocker/Block", Req().SerializeAsString());
+    ASSERT_EQ(AwaitStatus(host, "blocker", [](const auto& g) { return g.running() == 1; }).running(), 1);
+    const auto cancelled = Clock::now();
+    call.Cancel();
+    EXPECT_EQ(call.Wait().error_code(), grpc::StatusCode::CANCELLED);
+    // Without word from the host the handler would block for its 60 s.
+    ASSERT_EQ(AwaitStatus(host, "blocker", [](const auto& g) { return g.in_flight() == 0; }).in_flight(), 0)
+        << host.log();
+    took_ms.push_back(std::chrono::duration_cast<milliseconds>(Clock::now() - cancelled).count());
+  }
+  // Told at once, the handler answers within its 10 ms look and a hop; a sweep every 200 ms would leave most of
+  // the rounds above 50 ms. One round in four may be slow on a loaded machine.
+  const auto quick = std::count_if(took_ms.begin(), took_ms.end(), [](int64_t ms) { return ms < 50; });
+  std::string all;
+  for (int64_t ms : took_ms) all += std::to_string(ms) + " ms ";
+  EXPECT_GE(quick, 6) << all;
+}
+
+// log_level applies at a reload without a restart; an isolated group's runner follows it (its library's debug lines
+// reach the log from then on), as a library in the host's process does.
+TEST(Isolation, TheRunnersLogFollowsTheLogLevelAReloadSets) {
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};
+  HostProcess host(CrasherGroup(), "log_level = \"info\"\n", options);
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t runner = CrasherPid(crasher);
+  v1::EchoResponse resp;
+  ASSERT_TRUE(Call(crasher, "/v1.Crasher/LogDebug", Req("before the reload"), &resp).ok());
+  host.WriteConfig(CrasherGroup(), "log_level = \"debug\"\n");
+  ASSERT_TRUE(host.Reload()) << host.log();
+  EXPECT_EQ(CrasherPid(crasher), runner);  // the same runner: nothing of the group changed
+  ASSERT_TRUE(Call(crasher, "/v1.Crasher/LogDebug", Req("after the reload"), &resp).ok());
+  // A runner started later (after a crash) starts at the new level.
+  EXPECT_FALSE(Call(crasher, "/v1.Crasher/Abort", Req(), &resp).ok());
+  ASSERT_GT(WaitForNewRunner(crasher, runner, milliseconds(10000)), 0) << host.log();
+  ASSERT_TRUE(Call(crasher, "/v1.Crasher/LogDebug", Req("in the next runner"), &resp).ok());
+  EXPECT_EQ(host.Stop(), 0);
+  const std::string log = host.log();
+  EXPECT_EQ(log.find("[crasher] before the reload"), std::string::npos) << log;
+  EXPECT_NE(log.find("[crasher] after the reload"), std::string::npos) << log;
+  EXPECT_NE(log.find("[crasher] in the next runner"), std::string::npos) << log;
+}
+
+// The lines of `log` that mention `what`, without their time.
+std::vector<std::string> LinesWith(const std::string& log, const std::string& what) {
+  std::vector<std::string> out;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(what) == std::string::npos) continue;
+    const size_t level = line.find(" error ");
+    out.push_back(level == std::string::npos ? line : line.substr(level));
+  }
+  return out;
+}
+
+// A library its runner refuses (its init fails) is logged as in process: once, by the host, with the library's
+// own words; the runner's log adds nothing to it.
+TEST(Isolation, ALibraryItsRunnerRefusesIsLoggedOnceAsInProcess) {
+  std::vector<std::string> seen[2];
+  for (int isolated = 0; isolated < 2; ++isolated) {
+    HostProcess host("[groups.initfails]\nlibrary = \"" + BuildDir() + "/tests/fixtures/libcsi-proxy-initfails.so\"\n" +
+                     (isolated ? "isolation = \"process\"\n" : "") + "[groups.echo]\n");
+    EXPECT_EQ(host.RunToExit({"--check-config"}), 0) << host.log();
+    seen[isolated] = LinesWith(host.log(), "the widget driver is not loaded");
+  }
+  EXPECT_EQ(seen[1], seen[0]);
+  EXPECT_EQ(std::count_if(seen[1].begin(), seen[1].end(),
+                          [](const std::string& line) { return line.rfind(" error ", 0) == 0; }),
+            1);
 }
 
 TEST(Isolation, AnUpgradeStartsTheNewRunnerBeforeTheOldOneDrains) {

@@ -47,7 +47,9 @@ void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view 
                  info_.group, info_.method, csi_proxy::CodeName(code), elapsed.count());
     return;
   }
-  if (code == CSI_PROXY_STATUS_OK) {
+  if (sink->Relays()) {
+    // Logged where it is relayed to.
+  } else if (code == CSI_PROXY_STATUS_OK) {
     spdlog::debug("[{}] {} OK in {} us", info_.group, info_.method, elapsed.count());
   } else {
     // One line per caller, method and code every ten seconds, with the count of those not logged: a caller whose
@@ -68,9 +70,33 @@ void csi_proxy_host_call::Complete(csi_proxy_status_code code, std::string_view 
   sink->Answer(code, message, response);
 }
 
-void csi_proxy_host_call::Abandon(csi_proxy_status_code code, std::string_view message) {
+CallAnswerSink* csi_proxy_host_call::Cancel() {
+  // Stored before the lock: OnCancelled, which reads it under the lock, either sees it or leaves its listener here.
   cancelled_.store(true, std::memory_order_release);
-  if (CallAnswerSink* sink = TakeSink()) sink->Answer(code, message, {});
+  std::function<void()> listener;
+  CallAnswerSink* sink;
+  {
+    std::lock_guard lock(mu_);
+    sink = std::exchange(sink_, nullptr);
+    listener = std::move(cancel_listener_);
+  }
+  if (listener && !completed()) listener();
+  return sink;
+}
+
+void csi_proxy_host_call::OnCancelled(std::function<void()> listener) {
+  {
+    std::lock_guard lock(mu_);
+    if (!cancelled_.load(std::memory_order_acquire)) {
+      cancel_listener_ = std::move(listener);
+      return;
+    }
+  }
+  if (!completed()) listener();
+}
+
+void csi_proxy_host_call::Abandon(csi_proxy_status_code code, std::string_view message) {
+  if (CallAnswerSink* sink = Cancel()) sink->Answer(code, message, {});
 }
 
 void csi_proxy_host_call::HandOverToPlugin(std::shared_ptr<csi_proxy_host_call> self,
@@ -79,10 +105,7 @@ void csi_proxy_host_call::HandOverToPlugin(std::shared_ptr<csi_proxy_host_call> 
   on_completed_ = std::move(on_completed);
 }
 
-void csi_proxy_host_call::DetachSink() {
-  cancelled_.store(true, std::memory_order_release);
-  TakeSink();
-}
+void csi_proxy_host_call::DetachSink() { Cancel(); }
 
 int64_t csi_proxy_host_call::DeadlineUnixNs() const {
   if (info_.deadline == std::chrono::system_clock::time_point::max()) return INT64_MAX;

@@ -26,6 +26,9 @@ class CallAnswerSink {
  public:
   virtual ~CallAnswerSink() = default;
   virtual void Answer(csi_proxy_status_code code, std::string_view message, std::string_view response) = 0;
+  // Whether the answer goes on to another call handle, which logs the call's outcome: an isolated group's runner
+  // answers the host's handle, and the outcome is logged there once, with the time the caller waited.
+  virtual bool Relays() const { return false; }
 };
 
 struct CallInfo {
@@ -61,6 +64,11 @@ struct csi_proxy_host_call {
   // runner marks a call so when the host answered it without the handler.
   void MarkCancelled() { cancelled_.store(true, std::memory_order_release); }
 
+  // Runs `listener` once when the call turns cancelled (Abandon, DetachSink) before the plugin completed it, or at
+  // once when it is cancelled already: an isolated group's supervisor tells the runner then, so that the handler
+  // there sees it as soon as one in process would. A deadline passing is no event: the runner knows the deadline.
+  void OnCancelled(std::function<void()> listener);
+
   // The reactor is gone: nothing may be answered through it any more. Called after it has been answered.
   void DetachSink();
 
@@ -75,6 +83,8 @@ struct csi_proxy_host_call {
  private:
   // Takes the sink if the call is not answered yet; the caller then answers through it.
   csi_proxy::host::CallAnswerSink* TakeSink();
+  // Marks the call cancelled, tells the listener of OnCancelled, and takes the sink as TakeSink does.
+  csi_proxy::host::CallAnswerSink* Cancel();
 
   const csi_proxy::host::CallInfo info_;
   const grpc::Slice request_;
@@ -83,6 +93,7 @@ struct csi_proxy_host_call {
   std::atomic<bool> completed_{false};  // by the plugin
   std::mutex mu_;
   csi_proxy::host::CallAnswerSink* sink_;  // guarded by mu_; null once answered or detached
+  std::function<void()> cancel_listener_;  // guarded by mu_
   std::shared_ptr<csi_proxy_host_call> plugin_ref_;
   std::function<void()> on_completed_;
 };

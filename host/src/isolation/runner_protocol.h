@@ -16,7 +16,7 @@ namespace csi_proxy::host {
 namespace runner_proto = ::csi_proxy::runner::v1;
 
 // Host and runner come from one build; the handshake refuses a runner that speaks another version.
-inline constexpr uint32_t kRunnerProtocolVersion = 1;
+inline constexpr uint32_t kRunnerProtocolVersion = 2;
 // Above the largest request a group may accept (16 MiB) and any answer the API gives: a longer frame means the
 // stream is corrupt, and the connection is given up.
 inline constexpr size_t kMaxRunnerFrameBytes = 64 * 1024 * 1024;

@@ -41,6 +41,14 @@ struct RunnerUsage {
   std::string last_exit;  // how the last runner ended ("killed by signal 11 (SIGSEGV)"), empty if none has
 };
 
+// How the group's budget is used in its runner (serving/group_executor.h's Usage, as the runner reports it).
+struct RunnerBudget {
+  int running = 0;
+  size_t queued = 0;
+  uint64_t refused = 0;  // by every runner of the group so far
+  int threads = 0;
+};
+
 class RunnerSupervisor {
  public:
   virtual ~RunnerSupervisor() = default;
@@ -59,6 +67,12 @@ class RunnerSupervisor {
   // kills it. Calls still in flight then are answered UNAVAILABLE. No runner is left behind, and no zombie.
   virtual void Stop(std::chrono::steady_clock::time_point deadline) = 0;
   virtual RunnerUsage usage() const = 0;
+  // The budget's use now: asked of the runner, which answers after the calls sent before (so a call just sent is
+  // counted); what it said last when it has not answered within `wait`; nothing running or queued while no runner
+  // serves. Never called on a call's path.
+  virtual RunnerBudget Budget(std::chrono::milliseconds wait) = 0;
+  // The host's log level changed: the runner (and any restarted later) logs at `level` from now on.
+  virtual void SetLogLevel(const std::string& level) = 0;
   // Told (on the supervisor's thread) when the group turns failed (false).
   virtual void OnAvailability(std::function<void(bool)> listener) = 0;
 };

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -23,7 +24,6 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "config/trusted_files.h"
 #include "isolation/runner_protocol.h"
@@ -150,6 +150,32 @@ runner_proto::Start StartMessage(const GroupConfig& group, const HostConfig& hos
   return start;
 }
 
+// Calls whose handle turned cancelled, for the supervisor's thread to tell the runner of. Shared with the calls'
+// cancellation listeners, which may outlive the supervisor.
+struct CancelInbox {
+  std::mutex mu;
+  std::vector<uint64_t> ids;  // guarded by mu
+  std::atomic<bool> pending{false};
+  Fd wake;  // the supervisor's eventfd
+
+  void Add(uint64_t id) {
+    {
+      std::lock_guard lock(mu);
+      ids.push_back(id);
+    }
+    pending.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    (void)!write(wake.get(), &one, sizeof one);
+  }
+  std::vector<uint64_t> Take() {
+    std::vector<uint64_t> taken;
+    if (!pending.exchange(false, std::memory_order_acq_rel)) return taken;
+    std::lock_guard lock(mu);
+    taken.swap(ids);
+    return taken;
+  }
+};
+
 spdlog::level::level_enum LevelOf(int level) {
   return level >= spdlog::level::trace && level <= spdlog::level::critical
              ? static_cast<spdlog::level::level_enum>(level)
@@ -166,12 +192,15 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         restart_window_(std::chrono::seconds(group.restart_window_seconds)),
         hang_restart_(std::chrono::seconds(group.hang_restart_seconds)),
         load_timeout_(host.load_timeout),
-        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    cancels_->wake = Fd(fcntl(wake_.get(), F_DUPFD_CLOEXEC, 0));
+  }
 
   ~LinuxRunnerSupervisor() override { Stop(SteadyClock::now()); }
 
   Status Begin(SteadyClock::time_point deadline) {
-    if (wake_.get() < 0) return Internal("group '" + group_ + "': eventfd: " + std::strerror(errno));
+    if (wake_.get() < 0 || cancels_->wake.get() < 0)
+      return Internal("group '" + group_ + "': eventfd: " + std::strerror(errno));
     first_deadline_ = deadline;
     thread_ = std::thread(&LinuxRunnerSupervisor::Run, this);
     std::unique_lock lock(mu_);
@@ -203,9 +232,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     c->set_peer_pid(call->info().peer.pid);
     c->set_peer_uid(call->info().peer.uid);
     c->set_peer_gid(call->info().peer.gid);
+    csi_proxy_host_call* sent = call.get();  // held in calls_ while mu_ is
     calls_.emplace(id, std::move(call));
     const bool idle = out_.empty();
     AppendFrame(message, out_);
+    sent->OnCancelled([inbox = std::weak_ptr<CancelInbox>(cancels_), id] {
+      if (auto cancels = inbox.lock()) cancels->Add(id);
+    });
     if (idle) FlushLocked();
     // What the socket did not take now, the supervisor's thread writes when it can.
     if (!out_.empty()) Wake();
@@ -236,6 +269,33 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     u.failed = phase_ == Phase::kFailed;
     u.last_exit = last_exit_;
     return u;
+  }
+
+  RunnerBudget Budget(std::chrono::milliseconds wait) override {
+    std::unique_lock lock(mu_);
+    if (phase_ == Phase::kUp && sock_ >= 0 && !stopping_) {
+      const uint64_t seq = ++budget_asked_;
+      runner_proto::RunnerMessage message;
+      message.mutable_usage_request()->set_seq(seq);
+      const bool idle = out_.empty();
+      AppendFrame(message, out_);
+      if (idle) FlushLocked();
+      if (!out_.empty()) Wake();
+      budget_cv_.wait_for(lock, wait, [&] { return budget_answered_ >= seq || phase_ != Phase::kUp; });
+    }
+    RunnerBudget budget = budget_;
+    budget.refused += refused_before_;
+    return budget;
+  }
+
+  void SetLogLevel(const std::string& level) override {
+    std::lock_guard lock(mu_);
+    start_.set_log_level(level);
+    if (sock_ < 0) return;  // the next runner's Start says it
+    runner_proto::RunnerMessage message;
+    message.mutable_log_level()->set_level(level);
+    AppendFrame(message, out_);
+    Wake();
   }
 
   void OnAvailability(std::function<void(bool)> listener) override {
@@ -360,7 +420,6 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     {
       std::lock_guard lock(mu_);
       calls.swap(calls_);
-      cancel_sent_.clear();
     }
     for (auto& [id, call] : calls) call->Complete(CSI_PROXY_STATUS_UNAVAILABLE, why, {});
   }
@@ -373,21 +432,30 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       if (it == calls_.end()) return;  // answered already (a forged or repeated id changes nothing)
       call = std::move(it->second);
       calls_.erase(it);
-      cancel_sent_.erase(c.id());
     }
     call->Complete(c.code(), c.message(), c.response());
   }
 
-  // Tells the runner of the calls the host answered without them (the client cancelled, or gave up at its
-  // deadline), so that their handlers see them cancelled, as call_is_cancelled says in process.
-  void ForwardCancellations() {
-    std::lock_guard lock(mu_);
-    for (const auto& [id, call] : calls_) {
-      if (!call->IsCancelled() || !cancel_sent_.insert(id).second) continue;
+  // Tells the runner of the calls whose handle turned cancelled (the client cancelled, or the host answered them
+  // at their deadline), so that their handlers see them cancelled, as call_is_cancelled says in process.
+  // Caller holds mu_.
+  void ForwardCancellationsLocked() {
+    for (uint64_t id : cancels_->Take()) {
+      if (calls_.count(id) == 0) continue;  // answered meanwhile
       runner_proto::RunnerMessage message;
       message.mutable_cancel()->set_id(id);
       AppendFrame(message, out_);
     }
+  }
+
+  void TakeUsage(const runner_proto::Usage& usage) {
+    std::lock_guard lock(mu_);
+    budget_.running = usage.running();
+    budget_.queued = usage.queued();
+    budget_.refused = usage.refused();
+    budget_.threads = usage.threads();
+    budget_answered_ = std::max(budget_answered_, usage.seq());
+    budget_cv_.notify_all();
   }
 
   // The oldest call still running past its deadline by hang_restart_seconds, or empty.
@@ -422,6 +490,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       short events = POLLIN;
       {
         std::lock_guard lock(mu_);
+        ForwardCancellationsLocked();
         FlushLocked();
         if (!out_.empty()) events |= POLLOUT;
       }
@@ -447,7 +516,6 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       }
       if (now - last_hang_check > std::chrono::milliseconds(200)) {
         last_hang_check = now;
-        ForwardCancellations();
         if (std::string hung = HungCall(); !hung.empty()) {
           kill(s.pid, SIGKILL);
           killed = "the host killed it: " + hung + " was still running " + std::to_string(hang_restart_.count()) +
@@ -479,6 +547,11 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
           if (!*next) break;
           if (m.has_completion()) {
             Complete(m.completion());
+          } else if (m.has_usage()) {
+            TakeUsage(m.usage());
+          } else if (m.has_crashing()) {
+            std::lock_guard lock(mu_);
+            crash_work_ = m.crashing().work();
           } else if (m.has_log()) {
             spdlog::log(LevelOf(m.log().level()), "{}", m.log().text());
           } else if (m.has_ready() && !ready) {
@@ -538,6 +611,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         auto handshake = first ? first_deadline_ : SteadyClock::now() + load_timeout_;
         why = Serve(*spawned, handshake, first);
         how = Reap(*spawned, std::chrono::seconds(2), !why.empty());
+        std::lock_guard lock(mu_);
+        if (!crash_work_.empty()) how += " while its library ran " + std::exchange(crash_work_, {});
       }
       bool stopping;
       {
@@ -546,6 +621,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         sock_ = -1;
         pid_ = 0;
         out_.clear();
+        // The next runner counts from nothing; what this one refused stays counted.
+        refused_before_ += budget_.refused;
+        budget_ = RunnerBudget{};
+        budget_cv_.notify_all();
         if (phase_ == Phase::kUp) {
           phase_ = Phase::kDown;
           down_reason_ = "group '" + group_ + "': its runner ended; it is being restarted, retry";
@@ -613,7 +692,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
 
   const std::string group_;
   const std::string runner_path_;
-  const runner_proto::Start start_;
+  runner_proto::Start start_;  // guarded by mu_ (the log level changes)
   const int restart_limit_;
   const std::chrono::seconds restart_window_;
   const std::chrono::seconds hang_restart_;
@@ -633,10 +712,15 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   pid_t pid_ = 0;
   std::string out_;  // frames the socket has not taken yet
   std::unordered_map<uint64_t, CallHandle> calls_;
-  std::unordered_set<uint64_t> cancel_sent_;  // calls whose cancellation the runner was told of
+  const std::shared_ptr<CancelInbox> cancels_ = std::make_shared<CancelInbox>();
+  std::condition_variable budget_cv_;
+  RunnerBudget budget_;          // as the runner serving now said last
+  uint64_t refused_before_ = 0;  // by the runners that ended
+  uint64_t budget_asked_ = 0, budget_answered_ = 0;
   uint64_t next_id_ = 0;
   uint64_t restarts_ = 0;
   std::string last_exit_;
+  std::string crash_work_;  // what the runner's library ran when it crashed, as the runner's signal handler said
   bool stopping_ = false;
   SteadyClock::time_point stop_deadline_;
   std::function<void(bool)> listener_;

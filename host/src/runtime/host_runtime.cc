@@ -363,7 +363,9 @@ ReloadReport HostRuntime::Reload(const StatusOr<HostConfig>& loaded) {
 
   // [host] keys that apply now. The audit log is reopened at every reload, so that logrotate can move the file.
   for (const std::string& key : plan.host_keys_now) {
-    if (key == "log_level") spdlog::set_level(spdlog::level::from_str(next.log_level));
+    if (key != "log_level") continue;
+    spdlog::set_level(spdlog::level::from_str(next.log_level));
+    for (const auto& [name, runtime] : groups_) runtime->SetLogLevel(next.log_level);
   }
   Status audit = audit_->Open(next);
   if (!audit.ok()) {

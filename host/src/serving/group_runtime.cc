@@ -235,6 +235,9 @@ namespace {
 constexpr std::chrono::milliseconds kQuickRun{1};
 // Quick runs in a row (on workers) before a method borrows a thread: at first, and again after a slow run.
 constexpr int kQuickRunsToBorrow = 8;
+// How long the admin's status and the metrics wait for a runner to say how its budget is used (it answers in
+// microseconds unless its main thread is stuck in a NONBLOCKING handler that blocks after all).
+constexpr std::chrono::milliseconds kRunnerBudgetWait{100};
 }  // namespace
 
 void GroupRuntime::MethodRuns::Record(std::chrono::steady_clock::duration took) const {
@@ -440,7 +443,15 @@ void GroupRuntime::RemoveWatcher(const void* key) {
 GroupRuntime::Usage GroupRuntime::usage() const {
   Usage u;
   u.executor = executor_.usage();
-  if (runner_) u.runner = runner_->usage();
+  if (runner_) {
+    u.runner = runner_->usage();
+    // The budget is the runner's: the host's executor never runs an isolated group's call.
+    const RunnerBudget budget = runner_->Budget(kRunnerBudgetWait);
+    u.executor.running = budget.running;
+    u.executor.queued = budget.queued;
+    u.executor.refused = budget.refused;
+    u.executor.threads = budget.threads;
+  }
   std::lock_guard lock(in_flight_->mu);
   u.in_flight = in_flight_->methods.size();
   return u;

@@ -62,6 +62,11 @@ class GroupRuntime final : public CallDispatcher {
   // confines nothing (RefuseUnappliedPrivileges keeps the privilege keys to groups in a runner of their own).
   const std::string& privileges() const { return privileges_; }
 
+  // The host's log level changed: an isolated group's runner follows it (in process, the host's is the library's).
+  void SetLogLevel(const std::string& level) {
+    if (runner_) runner_->SetLogLevel(level);
+  }
+
   // Endpoint name -> its methods.
   const std::map<std::string, Endpoint>& endpoints() const { return endpoints_; }
 
@@ -92,6 +97,7 @@ class GroupRuntime final : public CallDispatcher {
     size_t in_flight = 0;  // calls dispatched and not yet completed (also those answered at their deadline)
     RunnerUsage runner;    // an isolated group's runner
   };
+  // An isolated group's budget is its runner's, asked of it (RunnerSupervisor::Budget): not for a call's path.
   Usage usage() const;
   const GroupExecutor::Limits& limits() const { return executor_.limits(); }
 
