@@ -165,9 +165,8 @@ TEST_F(PluginCheckTest, ACrashInTheRunnerFailsTheIsolatedCheckNamingTheSignal) {
   EXPECT_TRUE(run.failures.empty()) << run.report;
   ASSERT_EQ(run.isolated_failures.size(), 1u) << run.report;
   EXPECT_THAT(run.isolated_failures[0], HasSubstr("FAIL  isolated: calls /v1.Buggy/GetCount: the runner (pid "));
-  EXPECT_THAT(run.isolated_failures[0],
-              HasSubstr("ended (killed by signal 11 (SIGSEGV)), during the sample request; the call was answered "
-                        "UNAVAILABLE"));
+  EXPECT_THAT(run.isolated_failures[0], HasSubstr("ended (killed by signal 11 (SIGSEGV)"));
+  EXPECT_THAT(run.isolated_failures[0], HasSubstr("during the sample request; the call was answered UNAVAILABLE"));
   // Stopped after the crash with nothing left, and a new runner serves the next checks.
   EXPECT_THAT(run.isolated_failures[0], ::testing::Not(HasSubstr("stopping it:")));
   EXPECT_THAT(run.report, HasSubstr("PASS  isolated: calls /v1.Buggy/Slow:"));
@@ -212,7 +211,8 @@ TEST_F(PluginCheckTest, ACrashOnAMalformedRequestFailsTheFuzzCheckAndComesBackFr
   // The isolated check's few inputs of seed 42 may meet the crash too: then it names the runner's signal.
   for (const auto& line : run.isolated_failures) {
     EXPECT_THAT(line, HasSubstr("FAIL  isolated: calls /v1.Buggy/Parse: the runner (pid ")) << run.report;
-    EXPECT_THAT(line, HasSubstr("ended (killed by signal 11 (SIGSEGV)), during input #")) << run.report;
+    EXPECT_THAT(line, HasSubstr("ended (killed by signal 11 (SIGSEGV)")) << run.report;
+    EXPECT_THAT(line, HasSubstr("during input #")) << run.report;
   }
 
   KitRun again = Run("crash", {"--seed", "42", "--only", "fuzz /v1.Buggy/Parse", "--input", input});
