@@ -173,11 +173,13 @@ int64_t PssKib(pid_t pid) {
 std::string SelfDir() { return std::filesystem::read_symlink("/proc/self/exe").parent_path().string(); }
 
 // --servers=host,grpc-sync,... measures only those (all when absent); --rounds=N overrides the rounds;
-// --reference-host=PATH also measures the blocking method through another build of csi-proxy (e.g. the commit
-// before a change of the call path), as host-blocking-ref, interleaved with the rest.
+// --clients=1,16 only those numbers of clients (1, 16 and 64 when absent); --reference-host=PATH also measures the
+// blocking method and the isolated group through another build of csi-proxy (e.g. the commit before a change of
+// the call path), as host-blocking-ref and host-isolated-ref, interleaved with the rest.
 struct Selection {
   std::set<std::string> servers;
   int rounds = 0;
+  std::vector<int> clients;
   std::string reference_host;
   bool Wants(const std::string& id) const { return servers.empty() || servers.contains(id); }
 };
@@ -190,6 +192,9 @@ Selection ParseSelection(int argc, char** argv) {
       for (std::string id; std::getline(list, id, ',');) sel.servers.insert(id);
     } else if (a.starts_with("--rounds=")) {
       sel.rounds = std::stoi(a.substr(std::strlen("--rounds=")));
+    } else if (a.starts_with("--clients=")) {
+      std::istringstream list(a.substr(std::strlen("--clients=")));
+      for (std::string n; std::getline(list, n, ',');) sel.clients.push_back(std::stoi(n));
     } else if (a.starts_with("--reference-host=")) {
       sel.reference_host = a.substr(std::strlen("--reference-host="));
     }
@@ -204,7 +209,7 @@ int Main(int argc, char** argv) {
   // Rounds of every server are interleaved; the median of 9 rides out bursts of other work on a shared machine.
   const int rounds = selection.rounds > 0 ? selection.rounds : flags.quick ? 2 : 9;
   const auto duration = std::chrono::milliseconds(flags.quick ? 300 : 1000);
-  const std::vector<int> concurrency = {1, 16, 64};
+  const std::vector<int> concurrency = selection.clients.empty() ? std::vector<int>{1, 16, 64} : selection.clients;
   Results& results = Results::Get();
 
   const std::string workers = "workers = " + std::to_string(kWorkers) + "\n";
@@ -216,15 +221,19 @@ int Main(int argc, char** argv) {
       "[groups.version1]\nenabled = true\nlibrary = \"" CSI_PROXY_BENCH_PLUGIN_DIR "/libcsi-proxy-version1.so\"\n";
   BenchHost blocking({}, workers, plain_c_group);
   BenchHost reference({}, workers, plain_c_group, selection.reference_host);
-  BenchHost isolated({}, workers, "[groups.echo]\nisolation = \"process\"\n");
+  const std::string isolated_echo = "[groups.echo]\nisolation = \"process\"\n";
+  BenchHost isolated({}, workers, isolated_echo);
+  BenchHost isolated_reference({}, workers, isolated_echo, selection.reference_host);
   std::vector<Server> servers;
   std::vector<BenchHost*> started_hosts;
   for (auto [id, bench_host, endpoint] :
        {std::tuple{"host", &host, "csi-proxy-echo-v1"}, std::tuple{"host-metrics", &metered, "csi-proxy-echo-v1"},
         std::tuple{"host-blocking", &blocking, "csi-proxy-version1-v1"},
         std::tuple{"host-blocking-ref", &reference, "csi-proxy-version1-v1"},
-        std::tuple{"host-isolated", &isolated, "csi-proxy-echo-v1"}}) {
-    if (!selection.Wants(id) || (bench_host == &reference && selection.reference_host.empty())) continue;
+        std::tuple{"host-isolated", &isolated, "csi-proxy-echo-v1"},
+        std::tuple{"host-isolated-ref", &isolated_reference, "csi-proxy-echo-v1"}}) {
+    const bool is_reference = bench_host == &reference || bench_host == &isolated_reference;
+    if (!selection.Wants(id) || (is_reference && selection.reference_host.empty())) continue;
     if (auto started = bench_host->Start({endpoint}); !started.ok()) {
       std::cerr << id << ": " << started.status().message() << "\n";
       return 1;
