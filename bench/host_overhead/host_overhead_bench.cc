@@ -45,6 +45,7 @@ struct Server {
   std::string id;  // record subject: host, host-metrics, host-blocking, grpc-sync, grpc-callback, grpc-callback-fd
   std::string socket;
   pid_t pid = -1;
+  pid_t runner = -1;  // an isolated group's runner, whose switches are counted apart
 };
 
 // Context switches (voluntary and not) of each thread of `pid` so far, by thread id. Their growth over a round,
@@ -84,6 +85,7 @@ struct LoadResult {
   int64_t rss_peak_kib = -1;
   int64_t threads_peak = -1;
   double switches_per_call = 0;
+  double runner_switches_per_call = 0;
 };
 
 // `clients` threads, each with its own connection, call the server back to back for `duration`.
@@ -122,6 +124,7 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   LoadResult r;
   const auto switches_before = ContextSwitches(server.pid);
+  const auto runner_switches_before = server.runner > 0 ? ContextSwitches(server.runner) : decltype(switches_before){};
   auto start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   auto end = start + duration;
@@ -143,8 +146,13 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
     r.latency.Merge(samples[i]);
   }
   r.calls_per_s = static_cast<double>(total) / elapsed;
-  if (total > 0)
+  if (total > 0) {
     r.switches_per_call = static_cast<double>(SwitchesBetween(switches_before, ContextSwitches(server.pid))) / total;
+    if (server.runner > 0) {
+      r.runner_switches_per_call =
+          static_cast<double>(SwitchesBetween(runner_switches_before, ContextSwitches(server.runner))) / total;
+    }
+  }
   return r;
 }
 
@@ -238,7 +246,9 @@ int Main(int argc, char** argv) {
       std::cerr << id << ": " << started.status().message() << "\n";
       return 1;
     }
-    servers.push_back({id, bench_host->endpoint(endpoint), bench_host->pid()});
+    const bool has_runner = bench_host == &isolated || bench_host == &isolated_reference;
+    servers.push_back(
+        {id, bench_host->endpoint(endpoint), bench_host->pid(), has_runner ? RunnerOf(bench_host->pid()) : -1});
     started_hosts.push_back(bench_host);
   }
   TempDir scratch("csi-proxy-bench-baseline");
@@ -304,7 +314,7 @@ int Main(int argc, char** argv) {
     std::string param = std::to_string(clients) + (clients == 1 ? " client" : " clients");
     std::vector<LatencySamples> latency(servers.size());
     std::vector<std::vector<double>> rates(servers.size());
-    std::vector<std::vector<double>> switches(servers.size());
+    std::vector<std::vector<double>> switches(servers.size()), runner_switches(servers.size());
     std::vector<int64_t> rss_peak(servers.size(), -1), threads_peak(servers.size(), -1);
     for (int round = 0; round < rounds; ++round) {
       for (size_t k = 0; k < servers.size(); ++k) {
@@ -314,11 +324,14 @@ int Main(int argc, char** argv) {
           results.Note("overhead", servers[i].id + " with " + param + ": " + std::to_string(r.failures) +
                                        " failed calls, first: " + r.first_error);
         }
-        std::fprintf(stderr, "%-16s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us  %5.2f switches/call\n",
+        std::fprintf(stderr,
+                     "%-17s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us  %5.2f switches/call (runner "
+                     "%.2f)\n",
                      servers[i].id.c_str(), param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50),
-                     r.latency.PercentileUs(99), r.switches_per_call);
+                     r.latency.PercentileUs(99), r.switches_per_call, r.runner_switches_per_call);
         rates[i].push_back(r.calls_per_s);
         switches[i].push_back(r.switches_per_call);
+        runner_switches[i].push_back(r.runner_switches_per_call);
         latency[i].Merge(r.latency);
         rss_peak[i] = std::max(rss_peak[i], r.rss_peak_kib);
         threads_peak[i] = std::max(threads_peak[i], r.threads_peak);
@@ -336,6 +349,9 @@ int Main(int argc, char** argv) {
       results.Add("overhead", id, param, "rss_peak_kib", static_cast<double>(rss_peak[i]), "KiB");
       results.Add("overhead", id, param, "threads_peak", static_cast<double>(threads_peak[i]), "");
       results.Add("overhead", id, param, "switches_per_call", Median(switches[i]), "");
+      if (servers[i].runner > 0) {
+        results.Add("overhead", id, param, "runner_switches_per_call", Median(runner_switches[i]), "");
+      }
     }
   }
 

@@ -310,8 +310,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       if (left.count() <= 0) break;
       const int ready = poll(&p, 1, static_cast<int>(left.count()));
       if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0 || (p.revents & POLLIN) == 0) break;  // the time passed, or the socket ended: the supervisor's
-      if (!ReceiveAvailable(sock)) break;                  // ended: the supervisor reads the end
+      // The time passed, or the socket ended: the supervisor's thread takes over, and reads the end.
+      if (ready <= 0 || (p.revents & POLLIN) == 0 || !ReceiveAvailable(sock)) break;
       if (!HandleMessages(nullptr, id, &answered).empty() || answered) break;
     }
     std::lock_guard lock(mu_);
