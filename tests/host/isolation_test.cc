@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
@@ -250,6 +251,43 @@ TEST(Isolation, CallsInFlightOfTheCrashedRunnerFailAndNoOthers) {
   others.Stop();
   EXPECT_EQ(others.failures(), 0) << others.last_failure();
   EXPECT_GT(others.calls(), 0);
+}
+
+// A method that may block runs in the runner where the host would run it in process: once it has run quickly a few
+// times, on the thread that read it (the borrowed thread) rather than handed to a worker; and when it hangs there,
+// the runner's other reading thread goes on serving the group's calls.
+TEST(Isolation, AQuickMethodThatMayBlockRunsOnTheReadingThreadAndAHangThereHoldsNoOtherCall) {
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};
+  HostProcess host(CrasherGroup("hang_restart_seconds = 1\n"), "", options);
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t runner = CrasherPid(crasher);
+  ASSERT_GT(runner, 0);
+  std::set<pid_t> threads;
+  for (int i = 0; i < 20; ++i) {
+    v1::EchoResponse resp;
+    ASSERT_TRUE(Call(crasher, "/v1.Crasher/Tid", Req(), &resp, milliseconds(5000)).ok());
+    threads.insert(static_cast<pid_t>(std::stol(resp.text())));
+  }
+  // The runner's main thread reads first; a worker's thread id is never the process's.
+  EXPECT_TRUE(threads.contains(runner)) << "the quick calls all ran on workers";
+
+  auto hung = std::async(std::launch::async, [&] {
+    v1::EchoResponse resp;
+    return Call(crasher, "/v1.Crasher/Tid", Req("hang"), &resp, milliseconds(3000));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto begin = Clock::now();
+  for (int i = 0; i < 5; ++i) {
+    v1::EchoResponse resp;
+    grpc::Status s = Call(crasher, "/v1.Crasher/Tid", Req(), &resp, milliseconds(2000));
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(CrasherPid(crasher), runner);
+  EXPECT_LT(Clock::now() - begin, milliseconds(2000)) << "the hung handler held the other calls back";
+  EXPECT_EQ(hung.get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(host.Stop(), 0) << host.log();
 }
 
 TEST(Isolation, AGroupThatKeepsCrashingIsMarkedFailedUntilAReload) {
