@@ -3,7 +3,8 @@
 //       NONBLOCKING), once without and once with Prometheus metrics ([host] metrics_address), which record every
 //       call; and a third time with a library built against the plain C header (tests/host/fixtures/version1.c,
 //       no flags: its Echo runs within the group's budget, as every third-party method does); and with the echo
-//       group isolated (isolation = "process": the library in its runner, one more hop over a socket pair);
+//       group isolated (isolation = "process": the library in its runner, one more hop over a socket pair), and
+//       the plain C library isolated too (host-blocking-isolated);
 //   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback, and
 //       callback again taking its connections the way the host does (accepted, then handed to gRPC by fd).
 // One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
@@ -42,7 +43,8 @@ constexpr const char* kMethod = "/v1.Echo/Echo";
 constexpr int kWorkers = 16;  // the host's default worker pool; the sync baseline gets as many threads
 
 struct Server {
-  std::string id;  // record subject: host, host-metrics, host-blocking, grpc-sync, grpc-callback, grpc-callback-fd
+  std::string
+      id;  // record subject: host, host-metrics, host-blocking, host-isolated, ..., grpc-sync, grpc-callback, ...
   std::string socket;
   pid_t pid = -1;
   pid_t runner = -1;  // an isolated group's runner, whose switches are counted apart
@@ -232,6 +234,9 @@ int Main(int argc, char** argv) {
   const std::string isolated_echo = "[groups.echo]\nisolation = \"process\"\n";
   BenchHost isolated({}, workers, isolated_echo);
   BenchHost isolated_reference({}, workers, isolated_echo, selection.reference_host);
+  const std::string isolated_plain_c_group = plain_c_group + "isolation = \"process\"\n";
+  BenchHost blocking_isolated({}, workers, isolated_plain_c_group);
+  BenchHost blocking_isolated_reference({}, workers, isolated_plain_c_group, selection.reference_host);
   std::vector<Server> servers;
   std::vector<BenchHost*> started_hosts;
   for (auto [id, bench_host, endpoint] :
@@ -239,14 +244,18 @@ int Main(int argc, char** argv) {
         std::tuple{"host-blocking", &blocking, "csi-proxy-version1-v1"},
         std::tuple{"host-blocking-ref", &reference, "csi-proxy-version1-v1"},
         std::tuple{"host-isolated", &isolated, "csi-proxy-echo-v1"},
-        std::tuple{"host-isolated-ref", &isolated_reference, "csi-proxy-echo-v1"}}) {
-    const bool is_reference = bench_host == &reference || bench_host == &isolated_reference;
+        std::tuple{"host-isolated-ref", &isolated_reference, "csi-proxy-echo-v1"},
+        std::tuple{"host-blocking-isolated", &blocking_isolated, "csi-proxy-version1-v1"},
+        std::tuple{"host-blocking-isolated-ref", &blocking_isolated_reference, "csi-proxy-version1-v1"}}) {
+    const bool is_reference =
+        bench_host == &reference || bench_host == &isolated_reference || bench_host == &blocking_isolated_reference;
     if (!selection.Wants(id) || (is_reference && selection.reference_host.empty())) continue;
     if (auto started = bench_host->Start({endpoint}); !started.ok()) {
       std::cerr << id << ": " << started.status().message() << "\n";
       return 1;
     }
-    const bool has_runner = bench_host == &isolated || bench_host == &isolated_reference;
+    const bool has_runner = bench_host == &isolated || bench_host == &isolated_reference ||
+                            bench_host == &blocking_isolated || bench_host == &blocking_isolated_reference;
     servers.push_back(
         {id, bench_host->endpoint(endpoint), bench_host->pid(), has_runner ? RunnerOf(bench_host->pid()) : -1});
     started_hosts.push_back(bench_host);
