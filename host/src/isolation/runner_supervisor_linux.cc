@@ -220,7 +220,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
                             !stopping_ && sock_ >= 0;
     calls_.emplace(id, std::move(call));
     // Before the write: an answer that comes at once must not wake the supervisor's thread.
-    if (await_here) TakeReaderLocked();
+    if (await_here) TakeReaderLocked(true);
     const bool idle = out_.empty();
     AppendFrame(message, out_);
     if (idle) FlushLocked();
@@ -273,24 +273,25 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   static constexpr std::chrono::milliseconds kAwaitAnswer{1};
 
   // The socket's reader: one thread at a time reads the socket and handles what it brings, the supervisor's (the
-  // default) or one that sent a call and waits for its answer (AwaitAnswer). While another thread reads, the
-  // supervisor's epoll does not watch the socket for input, so that an answer wakes only the thread that waits
-  // for it; a hang-up or an error is reported to it whatever it watches, and it then waits for the reader to
-  // finish before it reads the end. Caller holds mu_.
-  void TakeReaderLocked() {
+  // default) or one that sent a call and waits for its answer (`awaiting`, AwaitAnswer). While the latter reads,
+  // the supervisor's epoll does not watch the socket for input, so that the answer wakes only the thread that
+  // waits for it; a hang-up or an error is reported to the supervisor whatever it watches, and it then waits for
+  // the reader to finish before it reads the end. Caller holds mu_.
+  void TakeReaderLocked(bool awaiting) {
     reading_ = true;
-    WatchSocketLocked();
+    awaiting_ = awaiting;
+    if (awaiting_) WatchSocketLocked();
   }
   void ReleaseReaderLocked() {
     reading_ = false;
-    WatchSocketLocked();
+    if (std::exchange(awaiting_, false)) WatchSocketLocked();
     reader_free_cv_.notify_all();
   }
-  // What the supervisor's epoll watches on the socket: input unless another thread reads, room for output while
-  // frames wait. An input already there when input is watched again wakes the supervisor at once.
+  // What the supervisor's epoll watches on the socket: input unless a thread awaits its answer, room for output
+  // while frames wait. An input already there when input is watched again wakes the supervisor at once.
   void WatchSocketLocked() {
     if (sock_ < 0) return;
-    const uint32_t events = (reading_ ? 0u : EPOLLIN) | (out_.empty() ? 0u : EPOLLOUT);
+    const uint32_t events = (awaiting_ ? 0u : EPOLLIN) | (out_.empty() ? 0u : EPOLLOUT);
     if (events == watched_) return;
     epoll_event e{};
     e.events = events;
@@ -550,7 +551,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         // Another thread reads (AwaitAnswer): the end, or what it leaves, is read once it is done.
         std::unique_lock lock(mu_);
         reader_free_cv_.wait(lock, [&] { return !reading_; });
-        TakeReaderLocked();
+        TakeReaderLocked(false);
       }
       const bool open = ReceiveAvailable(s.sock.get());
       std::string ended = HandleMessages(&handshake, 0, nullptr);
@@ -753,8 +754,9 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   std::string down_reason_;
   int sock_ = -1;
   pid_t pid_ = 0;
-  std::string out_;       // frames the socket has not taken yet
-  bool reading_ = false;  // a thread holds the reader role (TakeReaderLocked)
+  std::string out_;        // frames the socket has not taken yet
+  bool reading_ = false;   // a thread holds the reader role (TakeReaderLocked)
+  bool awaiting_ = false;  // ... and it is one that waits for its call's answer (AwaitAnswer)
   std::condition_variable reader_free_cv_;
   uint32_t watched_ = 0;  // what the supervisor's epoll watches on sock_
   FrameReader reader_;    // bytes from the runner; the reader role's only
