@@ -208,7 +208,6 @@ int Serve(int fd, const std::string& name) {
     return 0;
   }
   std::shared_ptr<GroupRuntime> runtime = std::move(*loaded);
-  // The method a call names by its index: the order Ready lists them in.
   // The method a call names by its index: the order Ready lists them in. Each is the runtime's own entry of its
   // endpoint, as the host's router hands it over: the runtime keeps what it learns of a method's runs (whether it
   // may borrow a thread) by the entry's address.
