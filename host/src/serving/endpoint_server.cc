@@ -2,11 +2,30 @@
 #include "serving/endpoint_server.h"
 
 #include <grpc/grpc.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/server_builder.h>
 
 #include <thread>
 
 namespace csi_proxy::host {
+namespace {
+
+// gRPC 1.51 runs the reactions of every callback server of the process on one pool of threads (on Linux, its
+// "nexting" threads), which the last server to shut down joins. A handler still running on one of them (one the
+// host borrowed, hung past its deadline) would make that join, and so the stop or the reload that shuts the last
+// server down, wait for it. A server that is never shut down keeps the pool for the process's life; it listens on
+// nothing.
+void KeepCallbackThreadsForTheProcess() {
+  static grpc::Server* const keeper = [] {
+    static grpc::CallbackGenericService nothing;  // a server without a callback service takes no thread
+    grpc::ServerBuilder builder;
+    builder.RegisterCallbackGenericService(&nothing);
+    return builder.BuildAndStart().release();
+  }();
+  (void)keeper;
+}
+
+}  // namespace
 
 EndpointServer::EndpointServer(std::string path, std::shared_ptr<const EndpointBinding> binding,
                                std::shared_ptr<StreamAccounts> streams)
@@ -27,6 +46,7 @@ EndpointServer::~EndpointServer() {
 Status EndpointServer::Start(const SocketAccess& access, int max_receive_bytes,
                              std::chrono::milliseconds idle_timeout) {
   CSI_PROXY_ASSIGN_OR_RETURN(socket_, ListeningSocket::Listen(path_, access));
+  KeepCallbackThreadsForTheProcess();
   // The host's health service and reflection; the router's registered methods (the endpoint's methods as of
   // now) and its generic service, which gets every other path. gRPC's own default health service stays off.
   grpc::ServerBuilder builder;
