@@ -3,7 +3,8 @@
 //       NONBLOCKING), once without and once with Prometheus metrics ([host] metrics_address), which record every
 //       call; and a third time with a library built against the plain C header (tests/host/fixtures/version1.c,
 //       no flags: its Echo runs within the group's budget, as every third-party method does); and with the echo
-//       group isolated (isolation = "process": the library in its runner, one more hop over a socket pair);
+//       group isolated (isolation = "process": the library in its runner, one more hop over a socket pair), and
+//       the plain C library isolated too (host-blocking-isolated);
 //   (b) by a plain gRPC C++ server with the generated service (echo_baseline_server.cc), sync and callback, and
 //       callback again taking its connections the way the host does (accepted, then handed to gRPC by fd).
 // One client measures the latency distribution; 1, 16 and 64 concurrent clients (one connection each)
@@ -42,9 +43,11 @@ constexpr const char* kMethod = "/v1.Echo/Echo";
 constexpr int kWorkers = 16;  // the host's default worker pool; the sync baseline gets as many threads
 
 struct Server {
-  std::string id;  // record subject: host, host-metrics, host-blocking, grpc-sync, grpc-callback, grpc-callback-fd
+  std::string
+      id;  // record subject: host, host-metrics, host-blocking, host-isolated, ..., grpc-sync, grpc-callback, ...
   std::string socket;
   pid_t pid = -1;
+  pid_t runner = -1;  // an isolated group's runner, whose switches are counted apart
 };
 
 // Context switches (voluntary and not) of each thread of `pid` so far, by thread id. Their growth over a round,
@@ -84,6 +87,7 @@ struct LoadResult {
   int64_t rss_peak_kib = -1;
   int64_t threads_peak = -1;
   double switches_per_call = 0;
+  double runner_switches_per_call = 0;
 };
 
 // `clients` threads, each with its own connection, call the server back to back for `duration`.
@@ -122,6 +126,7 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   LoadResult r;
   const auto switches_before = ContextSwitches(server.pid);
+  const auto runner_switches_before = server.runner > 0 ? ContextSwitches(server.runner) : decltype(switches_before){};
   auto start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   auto end = start + duration;
@@ -143,8 +148,13 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
     r.latency.Merge(samples[i]);
   }
   r.calls_per_s = static_cast<double>(total) / elapsed;
-  if (total > 0)
+  if (total > 0) {
     r.switches_per_call = static_cast<double>(SwitchesBetween(switches_before, ContextSwitches(server.pid))) / total;
+    if (server.runner > 0) {
+      r.runner_switches_per_call =
+          static_cast<double>(SwitchesBetween(runner_switches_before, ContextSwitches(server.runner))) / total;
+    }
+  }
   return r;
 }
 
@@ -173,11 +183,13 @@ int64_t PssKib(pid_t pid) {
 std::string SelfDir() { return std::filesystem::read_symlink("/proc/self/exe").parent_path().string(); }
 
 // --servers=host,grpc-sync,... measures only those (all when absent); --rounds=N overrides the rounds;
-// --reference-host=PATH also measures the blocking method through another build of csi-proxy (e.g. the commit
-// before a change of the call path), as host-blocking-ref, interleaved with the rest.
+// --clients=1,16 only those numbers of clients (1, 16 and 64 when absent); --reference-host=PATH also measures the
+// blocking method and the isolated group through another build of csi-proxy (e.g. the commit before a change of
+// the call path), as host-blocking-ref and host-isolated-ref, interleaved with the rest.
 struct Selection {
   std::set<std::string> servers;
   int rounds = 0;
+  std::vector<int> clients;
   std::string reference_host;
   bool Wants(const std::string& id) const { return servers.empty() || servers.contains(id); }
 };
@@ -190,6 +202,9 @@ Selection ParseSelection(int argc, char** argv) {
       for (std::string id; std::getline(list, id, ',');) sel.servers.insert(id);
     } else if (a.starts_with("--rounds=")) {
       sel.rounds = std::stoi(a.substr(std::strlen("--rounds=")));
+    } else if (a.starts_with("--clients=")) {
+      std::istringstream list(a.substr(std::strlen("--clients=")));
+      for (std::string n; std::getline(list, n, ',');) sel.clients.push_back(std::stoi(n));
     } else if (a.starts_with("--reference-host=")) {
       sel.reference_host = a.substr(std::strlen("--reference-host="));
     }
@@ -204,7 +219,7 @@ int Main(int argc, char** argv) {
   // Rounds of every server are interleaved; the median of 9 rides out bursts of other work on a shared machine.
   const int rounds = selection.rounds > 0 ? selection.rounds : flags.quick ? 2 : 9;
   const auto duration = std::chrono::milliseconds(flags.quick ? 300 : 1000);
-  const std::vector<int> concurrency = {1, 16, 64};
+  const std::vector<int> concurrency = selection.clients.empty() ? std::vector<int>{1, 16, 64} : selection.clients;
   Results& results = Results::Get();
 
   const std::string workers = "workers = " + std::to_string(kWorkers) + "\n";
@@ -216,20 +231,33 @@ int Main(int argc, char** argv) {
       "[groups.version1]\nenabled = true\nlibrary = \"" CSI_PROXY_BENCH_PLUGIN_DIR "/libcsi-proxy-version1.so\"\n";
   BenchHost blocking({}, workers, plain_c_group);
   BenchHost reference({}, workers, plain_c_group, selection.reference_host);
-  BenchHost isolated({}, workers, "[groups.echo]\nisolation = \"process\"\n");
+  const std::string isolated_echo = "[groups.echo]\nisolation = \"process\"\n";
+  BenchHost isolated({}, workers, isolated_echo);
+  BenchHost isolated_reference({}, workers, isolated_echo, selection.reference_host);
+  const std::string isolated_plain_c_group = plain_c_group + "isolation = \"process\"\n";
+  BenchHost blocking_isolated({}, workers, isolated_plain_c_group);
+  BenchHost blocking_isolated_reference({}, workers, isolated_plain_c_group, selection.reference_host);
   std::vector<Server> servers;
   std::vector<BenchHost*> started_hosts;
   for (auto [id, bench_host, endpoint] :
        {std::tuple{"host", &host, "csi-proxy-echo-v1"}, std::tuple{"host-metrics", &metered, "csi-proxy-echo-v1"},
         std::tuple{"host-blocking", &blocking, "csi-proxy-version1-v1"},
         std::tuple{"host-blocking-ref", &reference, "csi-proxy-version1-v1"},
-        std::tuple{"host-isolated", &isolated, "csi-proxy-echo-v1"}}) {
-    if (!selection.Wants(id) || (bench_host == &reference && selection.reference_host.empty())) continue;
+        std::tuple{"host-isolated", &isolated, "csi-proxy-echo-v1"},
+        std::tuple{"host-isolated-ref", &isolated_reference, "csi-proxy-echo-v1"},
+        std::tuple{"host-blocking-isolated", &blocking_isolated, "csi-proxy-version1-v1"},
+        std::tuple{"host-blocking-isolated-ref", &blocking_isolated_reference, "csi-proxy-version1-v1"}}) {
+    const bool is_reference =
+        bench_host == &reference || bench_host == &isolated_reference || bench_host == &blocking_isolated_reference;
+    if (!selection.Wants(id) || (is_reference && selection.reference_host.empty())) continue;
     if (auto started = bench_host->Start({endpoint}); !started.ok()) {
       std::cerr << id << ": " << started.status().message() << "\n";
       return 1;
     }
-    servers.push_back({id, bench_host->endpoint(endpoint), bench_host->pid()});
+    const bool has_runner = bench_host == &isolated || bench_host == &isolated_reference ||
+                            bench_host == &blocking_isolated || bench_host == &blocking_isolated_reference;
+    servers.push_back(
+        {id, bench_host->endpoint(endpoint), bench_host->pid(), has_runner ? RunnerOf(bench_host->pid()) : -1});
     started_hosts.push_back(bench_host);
   }
   TempDir scratch("csi-proxy-bench-baseline");
@@ -295,7 +323,7 @@ int Main(int argc, char** argv) {
     std::string param = std::to_string(clients) + (clients == 1 ? " client" : " clients");
     std::vector<LatencySamples> latency(servers.size());
     std::vector<std::vector<double>> rates(servers.size());
-    std::vector<std::vector<double>> switches(servers.size());
+    std::vector<std::vector<double>> switches(servers.size()), runner_switches(servers.size());
     std::vector<int64_t> rss_peak(servers.size(), -1), threads_peak(servers.size(), -1);
     for (int round = 0; round < rounds; ++round) {
       for (size_t k = 0; k < servers.size(); ++k) {
@@ -305,11 +333,14 @@ int Main(int argc, char** argv) {
           results.Note("overhead", servers[i].id + " with " + param + ": " + std::to_string(r.failures) +
                                        " failed calls, first: " + r.first_error);
         }
-        std::fprintf(stderr, "%-16s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us  %5.2f switches/call\n",
+        std::fprintf(stderr,
+                     "%-17s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us  %5.2f switches/call (runner "
+                     "%.2f)\n",
                      servers[i].id.c_str(), param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50),
-                     r.latency.PercentileUs(99), r.switches_per_call);
+                     r.latency.PercentileUs(99), r.switches_per_call, r.runner_switches_per_call);
         rates[i].push_back(r.calls_per_s);
         switches[i].push_back(r.switches_per_call);
+        runner_switches[i].push_back(r.runner_switches_per_call);
         latency[i].Merge(r.latency);
         rss_peak[i] = std::max(rss_peak[i], r.rss_peak_kib);
         threads_peak[i] = std::max(threads_peak[i], r.threads_peak);
@@ -327,6 +358,9 @@ int Main(int argc, char** argv) {
       results.Add("overhead", id, param, "rss_peak_kib", static_cast<double>(rss_peak[i]), "KiB");
       results.Add("overhead", id, param, "threads_peak", static_cast<double>(threads_peak[i]), "");
       results.Add("overhead", id, param, "switches_per_call", Median(switches[i]), "");
+      if (servers[i].runner > 0) {
+        results.Add("overhead", id, param, "runner_switches_per_call", Median(runner_switches[i]), "");
+      }
     }
   }
 

@@ -15,8 +15,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "abi/library_scope.h"
@@ -25,6 +28,7 @@
 #include "isolation/privileges.h"
 #include "isolation/runner_protocol.h"
 #include "serving/group_runtime.h"
+#include "serving/reaction_tail.h"
 
 namespace csi_proxy::host {
 namespace {
@@ -49,8 +53,8 @@ class Link {
     Write(frame);
   }
 
-  // While corked, what the main thread sends waits until Uncork, so that a batch of calls read at once is answered
-  // with one write rather than one per call.
+  // While corked, what the reading thread sends waits until Uncork, so that a batch of calls read at once is
+  // answered with one write rather than one per call. The reader uncorks before it gives the reading up.
   void Cork() { corked_ = true; }
   void Uncork() {
     corked_ = false;
@@ -93,12 +97,12 @@ class Link {
     }
   }
 
-  // Set only by the main thread, and read only on it: other threads' sends are never corked.
+  // Set only by the reading thread, and read only on it: other threads' sends are never corked.
   static thread_local bool corked_;
-  std::string corked_frames_;
+  std::string corked_frames_;  // the reading thread's only
   const int fd_;
   std::mutex write_mu_;
-  FrameReader reader_;  // the main thread's only
+  FrameReader reader_;  // the reading thread's only
 };
 
 thread_local bool Link::corked_ = false;
@@ -272,9 +276,20 @@ int Serve(int fd, const std::string& name) {
     return 0;
   }
   std::shared_ptr<GroupRuntime> runtime = std::move(*loaded);
-  // The method a call names by its index: the order Ready lists them in.
-  std::vector<std::pair<std::string, MethodHandler>> methods;
-  for (const auto& reg : runtime->services()) methods.insert(methods.end(), reg.methods.begin(), reg.methods.end());
+  // The method a call names by its index: the order Ready lists them in. Each is the runtime's own entry of its
+  // endpoint, as the host's router hands it over: the runtime keeps what it learns of a method's runs (whether it
+  // may borrow a thread) by the entry's address.
+  std::vector<std::pair<std::string, const MethodHandler*>> methods;
+  for (const auto& reg : runtime->services()) {
+    const Endpoint* endpoint = nullptr;
+    for (const auto& [_, e] : runtime->endpoints()) {
+      if (e.version == reg.version) endpoint = &e;
+    }
+    for (const auto& [path, handler] : reg.methods) {
+      auto it = endpoint != nullptr ? endpoint->methods.find(path) : decltype(endpoint->methods.end()){};
+      methods.emplace_back(path, endpoint != nullptr && it != endpoint->methods.end() ? &it->second : &handler);
+    }
+  }
   link.Send(ReadyOf(*runtime));
 
   std::mutex calls_mu;
@@ -283,23 +298,17 @@ int Serve(int fd, const std::string& name) {
     std::lock_guard lock(calls_mu);
     calls.erase(id);
   };
-  uint64_t refused_told = 0;  // the budget's refusals the host was told of
-  while (link.Receive(m)) {
-    // Answers of this batch's inline calls go out in one write once no whole message is left to take.
-    link.Cork();
-    struct Uncork {
-      Link& link;
-      ~Uncork() {
-        if (!link.HasMessage()) link.Uncork();
-      }
-    } uncork{link};
+  uint64_t refused_told = 0;  // the budget's refusals the host was told of; read and written under reader_mu
+  // Handles one message from the host.
+  auto handle = [&](const runner_proto::RunnerMessage& m) {
     if (m.has_call()) {
       const runner_proto::Call& c = m.call();
       if (c.method() >= methods.size()) {
         RemoteAnswer(c.id(), &link, [](uint64_t) {}).Answer(CSI_PROXY_STATUS_UNIMPLEMENTED, "no such method", {});
-        continue;
+        return;
       }
-      const auto& [path, handler] = methods[c.method()];
+      const auto& [path, entry] = methods[c.method()];
+      const MethodHandler& handler = *entry;
       CallInfo info;
       info.group = runtime->name();
       info.method = path;
@@ -341,15 +350,53 @@ int Serve(int fd, const std::string& name) {
       // The host answered it already; the handler still completes it, and the host drops that answer.
       if (call) call->MarkCancelled();
     } else if (m.has_shutdown()) {
+      link.Uncork();  // the answers of this batch's inline calls
       auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.shutdown().timeout_ms());
       std::vector<std::string> running = runtime->Stop(deadline);
       if (!running.empty()) spdlog::warn("[{}] the runner ends with calls still running: {}", name, running.size());
       spdlog::default_logger()->flush();
       std::_Exit(0);  // a handler still running must not see the process's destructors
     }
-  }
-  // The host closed the socket without a shutdown: it is gone, and nobody waits for an answer.
-  std::_Exit(0);
+  };
+
+  // The socket is read by one thread at a time, as gRPC's threads read the host's connections: the reader runs a
+  // NONBLOCKING handler inline, and a call that may block where the host would (GroupRuntime::Dispatch: a method
+  // that has run quickly of late, on the one borrowed thread, with an idle place in the budget) after it gave the
+  // reading to the other thread, so that no hand-off to a worker stands between the call and its handler, and a
+  // handler that hangs there holds no other call back: the other thread reads on, and sends the calls that may
+  // block to the workers until the borrowed one returns.
+  std::mutex reader_mu;
+  std::thread follower;
+  std::function<void()> read_loop = [&] {
+    std::unique_lock reader(reader_mu);
+    runner_proto::RunnerMessage message;
+    while (link.Receive(message)) {
+      ReactionTail tail;
+      // Answers of this batch's inline calls go out in one write once no whole message is left to take.
+      link.Cork();
+      handle(message);
+      if (tail.free()) {
+        if (!link.HasMessage()) link.Uncork();
+        continue;
+      }
+      link.Uncork();
+      try {
+        if (!follower.joinable()) follower = std::thread(read_loop);
+      } catch (const std::system_error& e) {
+        // No thread to read meanwhile (max_tasks reached): the call runs with the reading held up, as inline.
+        spdlog::warn("[{}] the runner's second reading thread could not start: {}", name, e.what());
+        tail.Run();
+        continue;
+      }
+      reader.unlock();
+      tail.Run();
+      reader.lock();
+    }
+    // The host closed the socket without a shutdown: it is gone, and nobody waits for an answer.
+    std::_Exit(0);
+  };
+  read_loop();
+  return 0;
 }
 
 }  // namespace

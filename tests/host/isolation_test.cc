@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -153,7 +154,7 @@ class IsolatedCrash : public ::testing::TestWithParam<CrashCase> {};
 TEST_P(IsolatedCrash, FailsOnlyItsOwnCallsAndTheGroupServesAgain) {
 #ifdef __SANITIZE_ADDRESS__
   // Its own handlers report these (and exit 1), and it reserves more address space than the leak's limit allows.
-  if (std::string(GetParam().method) == "Leak" || std::string(GetParam().method) == "Segfault") {
+  if (std::string(GetParam().method) == "Leak" || std::string(GetParam().method).starts_with("Segfault")) {
     GTEST_SKIP() << "under AddressSanitizer, which takes SIGSEGV and allocation failures itself";
   }
 #endif
@@ -173,7 +174,7 @@ TEST_P(IsolatedCrash, FailsOnlyItsOwnCallsAndTheGroupServesAgain) {
 
   v1::EchoResponse resp;
   // The hang's deadline is short (its runner is killed a second after it); the others have time to end their runner.
-  const bool hang = std::string(GetParam().method) == "Hang";
+  const bool hang = std::string(GetParam().method).starts_with("Hang");
   auto crashed =
       Call(crasher, std::string("/v1.Crasher/") + GetParam().method, Req(), &resp, milliseconds(hang ? 1000 : 15000));
   EXPECT_FALSE(crashed.ok());
@@ -222,13 +223,15 @@ TEST_P(IsolatedCrash, FailsOnlyItsOwnCallsAndTheGroupServesAgain) {
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, IsolatedCrash,
-    ::testing::Values(CrashCase{"Segfault", "killed by signal 11 (SIGSEGV)", true},
-                      CrashCase{"Abort", "killed by signal 6 (SIGABRT)", true},
-                      CrashCase{"Exit", "exited with status 3", false},
-                      CrashCase{"OomKill", "killed by signal 9 (SIGKILL), as the OOM killer", false},
-                      CrashCase{"Leak", "killed by signal 6 (SIGABRT)", true},
-                      CrashCase{"CloseFds", "exited with status 70", false},
-                      CrashCase{"Hang", "/v1.Crasher/Hang was still running 1 s after its deadline", false}),
+    ::testing::Values(
+        CrashCase{"Segfault", "killed by signal 11 (SIGSEGV)", true},
+        CrashCase{"Abort", "killed by signal 6 (SIGABRT)", true}, CrashCase{"Exit", "exited with status 3", false},
+        CrashCase{"OomKill", "killed by signal 9 (SIGKILL), as the OOM killer", false},
+        CrashCase{"Leak", "killed by signal 6 (SIGABRT)", true}, CrashCase{"CloseFds", "exited with status 70", false},
+        CrashCase{"Hang", "/v1.Crasher/Hang was still running 1 s after its deadline", false},
+        // Declared NONBLOCKING: the host's thread that sent the call waits for the answer itself.
+        CrashCase{"SegfaultInline", "killed by signal 11 (SIGSEGV)", true},
+        CrashCase{"HangInline", "/v1.Crasher/HangInline was still running 1 s after its deadline", false}),
     [](const ::testing::TestParamInfo<CrashCase>& info) { return std::string(info.param.method); });
 
 TEST(Isolation, CallsInFlightOfTheCrashedRunnerFailAndNoOthers) {
@@ -261,6 +264,43 @@ TEST(Isolation, CallsInFlightOfTheCrashedRunnerFailAndNoOthers) {
   others.Stop();
   EXPECT_EQ(others.failures(), 0) << others.last_failure();
   EXPECT_GT(others.calls(), 0);
+}
+
+// A method that may block runs in the runner where the host would run it in process: once it has run quickly a few
+// times, on the thread that read it (the borrowed thread) rather than handed to a worker; and when it hangs there,
+// the runner's other reading thread goes on serving the group's calls.
+TEST(Isolation, AQuickMethodThatMayBlockRunsOnTheReadingThreadAndAHangThereHoldsNoOtherCall) {
+  HostOptions options;
+  options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};
+  HostProcess host(CrasherGroup("hang_restart_seconds = 1\n"), "", options);
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t runner = CrasherPid(crasher);
+  ASSERT_GT(runner, 0);
+  std::set<pid_t> threads;
+  for (int i = 0; i < 20; ++i) {
+    v1::EchoResponse resp;
+    ASSERT_TRUE(Call(crasher, "/v1.Crasher/Tid", Req(), &resp, milliseconds(5000)).ok());
+    threads.insert(static_cast<pid_t>(std::stol(resp.text())));
+  }
+  // The runner's main thread reads first; a worker's thread id is never the process's.
+  EXPECT_TRUE(threads.contains(runner)) << "the quick calls all ran on workers";
+
+  auto hung = std::async(std::launch::async, [&] {
+    v1::EchoResponse resp;
+    return Call(crasher, "/v1.Crasher/Tid", Req("hang"), &resp, milliseconds(3000));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  const auto begin = Clock::now();
+  for (int i = 0; i < 5; ++i) {
+    v1::EchoResponse resp;
+    grpc::Status s = Call(crasher, "/v1.Crasher/Tid", Req(), &resp, milliseconds(2000));
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(CrasherPid(crasher), runner);
+  EXPECT_LT(Clock::now() - begin, milliseconds(2000)) << "the hung handler held the other calls back";
+  EXPECT_EQ(hung.get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(host.Stop(), 0) << host.log();
 }
 
 TEST(Isolation, AGroupThatKeepsCrashingIsMarkedFailedUntilAReload) {

@@ -32,6 +32,7 @@ struct RunnerDescription {
   std::vector<std::string> skipped_versions;
   std::vector<ServiceRegistration> services;
   std::vector<std::string> method_paths;  // every method of `services`, in their order
+  std::vector<bool> non_blocking;         // by the same index: the method is declared NONBLOCKING
 };
 
 struct RunnerUsage {

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -117,7 +118,10 @@ StatusOr<RunnerDescription> DescriptionOf(const runner_proto::Ready& ready) {
   d.skipped_versions.assign(ready.skipped_versions().begin(), ready.skipped_versions().end());
   for (const auto& s : ready.services()) {
     CSI_PROXY_ASSIGN_OR_RETURN(ServiceRegistration reg, ServiceOf(s));
-    for (const auto& [path, handler] : reg.methods) d.method_paths.push_back(path);
+    for (const auto& [path, handler] : reg.methods) {
+      d.method_paths.push_back(path);
+      d.non_blocking.push_back(handler.non_blocking());
+    }
     d.services.push_back(std::move(reg));
   }
   return d;
@@ -192,15 +196,23 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         restart_window_(std::chrono::seconds(group.restart_window_seconds)),
         hang_restart_(std::chrono::seconds(group.hang_restart_seconds)),
         load_timeout_(host.load_timeout),
-        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+        wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+        epoll_(epoll_create1(EPOLL_CLOEXEC)) {
     cancels_->wake = Fd(fcntl(wake_.get(), F_DUPFD_CLOEXEC, 0));
   }
 
   ~LinuxRunnerSupervisor() override { Stop(SteadyClock::now()); }
 
   Status Begin(SteadyClock::time_point deadline) {
-    if (wake_.get() < 0 || cancels_->wake.get() < 0)
+    if (wake_.get() < 0 || cancels_->wake.get() < 0) {
       return Internal("group '" + group_ + "': eventfd: " + std::strerror(errno));
+    }
+    epoll_event wake{};
+    wake.events = EPOLLIN;
+    wake.data.fd = wake_.get();
+    if (epoll_.get() < 0 || epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &wake) != 0) {
+      return Internal("group '" + group_ + "': epoll: " + std::strerror(errno));
+    }
     first_deadline_ = deadline;
     thread_ = std::thread(&LinuxRunnerSupervisor::Run, this);
     std::unique_lock lock(mu_);
@@ -233,7 +245,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     c->set_peer_uid(call->info().peer.uid);
     c->set_peer_gid(call->info().peer.gid);
     csi_proxy_host_call* sent = call.get();  // held in calls_ while mu_ is
+    // A call that would run inline in process (NONBLOCKING), sent when the group has no other call in flight and
+    // nobody reads the socket: this thread waits for its answer itself, as it would run the handler in process.
+    const bool await_here = description_.non_blocking[method_index] && calls_.empty() && out_.empty() && !reading_ &&
+                            !stopping_ && sock_ >= 0;
     calls_.emplace(id, std::move(call));
+    // Before the write: an answer that comes at once must not wake the supervisor's thread.
+    if (await_here) TakeReaderLocked(true);
     const bool idle = out_.empty();
     AppendFrame(message, out_);
     sent->OnCancelled([inbox = std::weak_ptr<CancelInbox>(cancels_), id] {
@@ -242,6 +260,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     if (idle) FlushLocked();
     // What the socket did not take now, the supervisor's thread writes when it can.
     if (!out_.empty()) Wake();
+    if (!await_here) return;
+    const int sock = sock_;
+    lock.unlock();
+    AwaitAnswer(sock, id);
   }
 
   void Stop(SteadyClock::time_point deadline) override {
@@ -305,6 +327,58 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
 
  private:
   enum class Phase { kStarting, kUp, kDown, kFailed, kStopped };
+
+  // How long a thread that sent a NONBLOCKING call waits for its answer before the supervisor's thread takes it
+  // over: far above the round trip (some 40 us on a quiet machine), and short enough that a handler that blocks
+  // in spite of its flag holds one of gRPC's threads no longer than this.
+  static constexpr std::chrono::milliseconds kAwaitAnswer{1};
+
+  // The socket's reader: one thread at a time reads the socket and handles what it brings, the supervisor's (the
+  // default) or one that sent a call and waits for its answer (`awaiting`, AwaitAnswer). While the latter reads,
+  // the supervisor's epoll does not watch the socket for input, so that the answer wakes only the thread that
+  // waits for it; a hang-up or an error is reported to the supervisor whatever it watches, and it then waits for
+  // the reader to finish before it reads the end. Caller holds mu_.
+  void TakeReaderLocked(bool awaiting) {
+    reading_ = true;
+    awaiting_ = awaiting;
+    if (awaiting_) WatchSocketLocked();
+  }
+  void ReleaseReaderLocked() {
+    reading_ = false;
+    if (std::exchange(awaiting_, false)) WatchSocketLocked();
+    reader_free_cv_.notify_all();
+  }
+  // What the supervisor's epoll watches on the socket: input unless a thread awaits its answer, room for output
+  // while frames wait. An input already there when input is watched again wakes the supervisor at once.
+  void WatchSocketLocked() {
+    if (sock_ < 0) return;
+    const uint32_t events = (awaiting_ ? 0u : EPOLLIN) | (out_.empty() ? 0u : EPOLLOUT);
+    if (events == watched_) return;
+    epoll_event e{};
+    e.events = events;
+    e.data.fd = sock_;
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, sock_, &e) == 0) watched_ = events;
+  }
+
+  // Waits until the call `id` is answered, reading the socket and handling whatever it brings (the answers of
+  // other calls too), or until kAwaitAnswer passed or the socket ended; the supervisor's thread handles the rest.
+  // This thread holds the reader role (Send took it).
+  void AwaitAnswer(int sock, uint64_t id) {
+    const auto until = SteadyClock::now() + kAwaitAnswer;
+    bool answered = false;
+    for (;;) {
+      pollfd p{sock, POLLIN, 0};
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
+      if (left.count() <= 0) break;
+      const int ready = poll(&p, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) continue;
+      // The time passed, or the socket ended: the supervisor's thread takes over, and reads the end.
+      if (ready <= 0 || (p.revents & POLLIN) == 0 || !ReceiveAvailable(sock)) break;
+      if (!HandleMessages(nullptr, id, &answered).empty() || answered) break;
+    }
+    std::lock_guard lock(mu_);
+    ReleaseReaderLocked();
+  }
 
   void Wake() {
     uint64_t one = 1;
@@ -476,102 +550,151 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       std::lock_guard lock(mu_);
       sock_ = s.sock.get();
       pid_ = s.pid;
+      killed_.clear();
+      reader_ = FrameReader();
       runner_proto::RunnerMessage start;
       *start.mutable_start() = start_;
       std::string frame;
       AppendFrame(start, frame);
       out_.insert(0, frame);  // before anything else, whatever was queued
+      epoll_event e{};
+      e.events = watched_ = EPOLLIN | EPOLLOUT;
+      e.data.fd = sock_;
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_, &e) != 0) {
+        kill(s.pid, SIGKILL);
+        return std::string("epoll: ") + std::strerror(errno);
+      }
     }
-    FrameReader reader;
-    bool ready = false;
+    struct Unwatch {
+      LinuxRunnerSupervisor& self;
+      ~Unwatch() {
+        // No thread reads the socket past here, nor takes it up: it is closed once the runner is reaped.
+        std::unique_lock lock(self.mu_);
+        self.reader_free_cv_.wait(lock, [&] { return !self.reading_; });
+        epoll_ctl(self.epoll_.get(), EPOLL_CTL_DEL, self.sock_, nullptr);
+        self.sock_ = -1;
+      }
+    } unwatch{*this};
+    Handshake handshake{false, first};
     auto last_hang_check = SteadyClock::now();
-    std::string killed;  // why the host killed the runner
     for (;;) {
-      short events = POLLIN;
       {
         std::lock_guard lock(mu_);
         ForwardCancellationsLocked();
         FlushLocked();
-        if (!out_.empty()) events |= POLLOUT;
+        WatchSocketLocked();
       }
-      pollfd fds[2] = {{s.sock.get(), events, 0}, {wake_.get(), POLLIN, 0}};
-      int timeout_ms = 200;
-      if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) return std::string("poll: ") + std::strerror(errno);
-      if (fds[1].revents & POLLIN) {
-        uint64_t count;
-        (void)!read(wake_.get(), &count, sizeof count);
+      epoll_event events[2];
+      const int n = epoll_wait(epoll_.get(), events, 2, 200);
+      if (n < 0 && errno != EINTR) return std::string("epoll_wait: ") + std::strerror(errno);
+      uint32_t socket_events = 0;
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.fd == wake_.get()) {
+          uint64_t count;
+          (void)!read(wake_.get(), &count, sizeof count);
+        } else {
+          socket_events = events[i].events;
+        }
       }
       const auto now = SteadyClock::now();
-      if (!ready && now > handshake_deadline) {
+      if (!handshake.ready && now > handshake_deadline) {
         kill(s.pid, SIGKILL);
         return "its library was not loaded within load_timeout_seconds (" + std::to_string(load_timeout_.count()) +
                " s); the host killed it";
       }
+      bool past_stop;
       {
         std::lock_guard lock(mu_);
-        if (stopping_ && now > stop_deadline_ + std::chrono::milliseconds(100)) {
-          kill(s.pid, SIGKILL);
-          killed = "the host killed it: it had not shut down by the stop's deadline";
-        }
+        past_stop = stopping_ && now > stop_deadline_ + std::chrono::milliseconds(100);
       }
+      if (past_stop) KillRunner("the host killed it: it had not shut down by the stop's deadline");
       if (now - last_hang_check > std::chrono::milliseconds(200)) {
         last_hang_check = now;
         if (std::string hung = HungCall(); !hung.empty()) {
-          kill(s.pid, SIGKILL);
-          killed = "the host killed it: " + hung + " was still running " + std::to_string(hang_restart_.count()) +
-                   " s after its deadline (hang_restart_seconds)";
+          KillRunner("the host killed it: " + hung + " was still running " + std::to_string(hang_restart_.count()) +
+                     " s after its deadline (hang_restart_seconds)");
         }
       }
-      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-        bool closed = false;
-        for (;;) {
-          char* space = reader.Space(64 * 1024);
-          ssize_t n = recv(s.sock.get(), space, 64 * 1024, MSG_DONTWAIT);
-          if (n > 0) {
-            reader.Filled(static_cast<size_t>(n));
-            if (n < 64 * 1024) break;  // all there was: poll says when there is more
-            continue;
-          }
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-          closed = true;
-          break;
+      if ((socket_events & (EPOLLIN | EPOLLHUP | EPOLLERR)) == 0) continue;
+      {
+        // Another thread reads (AwaitAnswer): the end, or what it leaves, is read once it is done.
+        std::unique_lock lock(mu_);
+        reader_free_cv_.wait(lock, [&] { return !reading_; });
+        TakeReaderLocked(false);
+      }
+      const bool open = ReceiveAvailable(s.sock.get());
+      std::string ended = HandleMessages(&handshake, 0, nullptr);
+      std::lock_guard lock(mu_);
+      ReleaseReaderLocked();
+      if (!ended.empty()) return ended;
+      if (!open) return killed_;  // empty: it ended on its own (a shutdown, or Reap tells how)
+    }
+  }
+
+  // Reads what the socket holds now into reader_; false when it ended (closed, or broken). Caller holds the
+  // reader role.
+  bool ReceiveAvailable(int sock) {
+    for (;;) {
+      char* space = reader_.Space(64 * 1024);
+      ssize_t n = recv(sock, space, 64 * 1024, MSG_DONTWAIT);
+      if (n > 0) {
+        reader_.Filled(static_cast<size_t>(n));
+        if (n < 64 * 1024) return true;  // all there was: poll says when there is more
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      return false;
+    }
+  }
+
+  // Where the handshake stands; only the supervisor's thread reads while it goes on.
+  struct Handshake {
+    bool ready = false;
+    bool first = false;
+  };
+
+  // Handles every whole message reader_ holds. Empty, or why the runner must end: the host killed it (a corrupt
+  // stream, a message out of turn, a handshake refused) or its library was refused. `handshake`: null on a thread
+  // that waits for an answer (the runner is up then, and only answers, usage, a crash's report and log lines may
+  // come); `awaited`: the call whose answer sets `*answered`. Caller holds the reader role.
+  std::string HandleMessages(Handshake* handshake, uint64_t awaited, bool* answered) {
+    runner_proto::RunnerMessage m;
+    for (;;) {
+      auto next = reader_.Next(m);
+      if (!next.ok()) return KillRunner("the host killed it: its socket carried " + next.status().message());
+      if (!*next) return {};
+      if (m.has_completion()) {
+        if (answered != nullptr && m.completion().id() == awaited) *answered = true;
+        Complete(m.completion());
+      } else if (m.has_usage()) {
+        TakeUsage(m.usage());
+      } else if (m.has_crashing()) {
+        std::lock_guard lock(mu_);
+        crash_work_ = m.crashing().work();
+      } else if (m.has_log()) {
+        spdlog::log(LevelOf(m.log().level()), "{}", m.log().text());
+      } else if (handshake != nullptr && m.has_ready() && !handshake->ready) {
+        if (Status accepted = Accept(m.ready(), handshake->first); !accepted.ok()) {
+          return KillRunner(accepted.message());
         }
-        runner_proto::RunnerMessage m;
-        for (;;) {
-          auto next = reader.Next(m);
-          if (!next.ok()) {
-            kill(s.pid, SIGKILL);
-            return "the host killed it: its socket carried " + next.status().message();
-          }
-          if (!*next) break;
-          if (m.has_completion()) {
-            Complete(m.completion());
-          } else if (m.has_usage()) {
-            TakeUsage(m.usage());
-          } else if (m.has_crashing()) {
-            std::lock_guard lock(mu_);
-            crash_work_ = m.crashing().work();
-          } else if (m.has_log()) {
-            spdlog::log(LevelOf(m.log().level()), "{}", m.log().text());
-          } else if (m.has_ready() && !ready) {
-            if (Status accepted = Accept(m.ready(), first); !accepted.ok()) {
-              kill(s.pid, SIGKILL);
-              return accepted.message();
-            }
-            ready = true;
-          } else if (m.has_load_failed() && !ready) {
-            std::lock_guard lock(mu_);
-            first_failure_ = Status(static_cast<Code>(m.load_failed().code()), m.load_failed().message());
-            return "its library was refused: " + m.load_failed().message();
-          } else {
-            kill(s.pid, SIGKILL);
-            return "the host killed it: it sent a message out of turn";
-          }
-        }
-        if (closed) return killed;
+        handshake->ready = true;
+      } else if (handshake != nullptr && m.has_load_failed() && !handshake->ready) {
+        std::lock_guard lock(mu_);
+        first_failure_ = Status(static_cast<Code>(m.load_failed().code()), m.load_failed().message());
+        return "its library was refused: " + m.load_failed().message();
+      } else {
+        return KillRunner("the host killed it: it sent a message out of turn");
       }
     }
+  }
+
+  // Kills the runner that serves now; `why` is what Serve reports (the first reason given).
+  std::string KillRunner(std::string why) {
+    std::lock_guard lock(mu_);
+    if (pid_ > 0) kill(pid_, SIGKILL);
+    if (killed_.empty()) killed_ = std::move(why);
+    return killed_;
   }
 
   // The runner's handshake: the first one describes the group; a restarted runner must describe the same.
@@ -698,6 +821,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   const std::chrono::seconds hang_restart_;
   const std::chrono::seconds load_timeout_;
   Fd wake_;
+  Fd epoll_;  // the supervisor's thread waits on wake_ and the runner's socket
   SteadyClock::time_point first_deadline_;
   std::thread thread_;
   RunnerDescription description_;  // set once by the first handshake, before Begin returns
@@ -710,7 +834,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   std::string down_reason_;
   int sock_ = -1;
   pid_t pid_ = 0;
-  std::string out_;  // frames the socket has not taken yet
+  std::string out_;        // frames the socket has not taken yet
+  bool reading_ = false;   // a thread holds the reader role (TakeReaderLocked)
+  bool awaiting_ = false;  // ... and it is one that waits for its call's answer (AwaitAnswer)
+  std::condition_variable reader_free_cv_;
+  uint32_t watched_ = 0;  // what the supervisor's epoll watches on sock_
+  FrameReader reader_;    // bytes from the runner; the reader role's only
+  std::string killed_;    // why the host killed the runner serving now, the first reason
   std::unordered_map<uint64_t, CallHandle> calls_;
   const std::shared_ptr<CancelInbox> cancels_ = std::make_shared<CancelInbox>();
   std::condition_variable budget_cv_;
