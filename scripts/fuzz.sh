@@ -3,15 +3,18 @@
 # copy of its committed seed corpus (fuzz/corpus/<target>). A crash, leak, sanitizer report, hang or timeout fails
 # the run; the reproducer is kept in build-fuzz/fuzz-artifacts/. Prints the number of inputs each target executed.
 # usage: scripts/fuzz.sh [--seconds N] [target...]   (default: 20 seconds for each of every target)
+#        scripts/fuzz.sh --build-only                 (builds the targets and runs none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=20
+build_only=0
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
-    -*) echo "usage: scripts/fuzz.sh [--seconds N] [target...]" >&2; exit 2 ;;
+    --build-only) build_only=1; shift ;;
+    -*) echo "usage: scripts/fuzz.sh [--seconds N] [target...] | --build-only" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -25,6 +28,7 @@ fi
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCSI_PROXY_FUZZ=ON "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target csi_proxy_fuzz
+[ "$build_only" = 0 ] || exit 0
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -35,7 +35,15 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# Debian's source archive, from which the Windows lane cross-builds its dependencies (scripts/windows/build-deps.sh),
+# goes in before the one apt-get update, which then covers it too.
+sources_file=/etc/apt/sources.list.d/csi-proxy-deb-src.sources
+new_sources=0
+if [ "$(id -u)" -eq 0 ] && ! cmp -s "$(dirname "$0")/windows/deb-src.sources" "$sources_file"; then
+  cp "$(dirname "$0")/windows/deb-src.sources" "$sources_file"
+  new_sources=1
+fi
+[ ${#missing[@]} -eq 0 ] && [ "$new_sources" = 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages ${missing[*]}; run as root to install them" >&2
@@ -50,4 +58,4 @@ if [ ! -e "$policy" ]; then
 fi
 trap '[ "$made_policy" = 1 ] && rm -f "$policy"' EXIT
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+[ ${#missing[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -10,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each lane's line says when it began, counted from the start of the run.
+lane() { echo "== $* (at $((SECONDS / 60)) min $((SECONDS % 60)) s)"; }
+
 sanitize=1
 vm=1
 fuzz=1
@@ -39,6 +42,32 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 
+# The builds of the later lanes that test nothing yet (the fuzzing targets, then the Windows dependency prefix and
+# tree) run beside the normal and sanitizer passes, at a lower CPU priority: those passes' tests leave much of the
+# two cores idle, and a cold run (empty compiler cache, no Windows prefix) fits in CI's time only so
+# (docs/testing.md, "How long a run takes"). Each lane waits for them, then builds again, which finds nothing left
+# to do, or stops on the same error with its message.
+mkdir -p build-logs
+background_log=build-logs/background.log
+background_pid=
+if [ "$fuzz" = 1 ] || [ "$windows" = 1 ]; then
+  # setsid: a process group of its own, which the exit trap ends if the run stops early.
+  setsid nice -n 10 bash -c '
+    started=$(date +%s)
+    if [ "$1" = 1 ]; then bash scripts/fuzz.sh --build-only || echo "background: the fuzzing build failed"; fi
+    if [ "$2" = 1 ]; then bash scripts/windows/build.sh || echo "background: the Windows build failed"; fi
+    echo "background: builds done in $(($(date +%s) - started)) s"' _ "$fuzz" "$windows" >"$background_log" 2>&1 &
+  background_pid=$!
+  trap '[ -z "$background_pid" ] || kill -- -"$background_pid" 2>/dev/null || true' EXIT
+fi
+wait_for_background() {
+  [ -n "$background_pid" ] || return 0
+  lane "waiting for the background builds (log: $background_log)"
+  wait "$background_pid" || true
+  background_pid=
+  tail -n 1 "$background_log"
+}
+
 run_suite() {  # build dir, extra cmake args...
   local dir=$1
   shift
@@ -49,26 +78,28 @@ run_suite() {  # build dir, extra cmake args...
 }
 
 # Release keeps the normal pass's compile time down (no debug info); the sanitizer pass builds Debug at -O1.
-echo "== normal build"
+lane "normal build"
 run_suite build -DCMAKE_BUILD_TYPE=Release
-echo "== soak, short: 64 clients, every group's safe methods through the host (bench/soak)"
+lane "soak, short: 64 clients, every group's safe methods through the host (bench/soak)"
 build/bench/bin/bench_soak --short
 if [ "$vm" = 1 ]; then
   # The normal build's kernel tests again, in a VM with a stock kernel; fails the run when they fail or overrun.
   bash tests/vm/run.sh --build build --timeout 900
 fi
 if [ "$sanitize" = 1 ]; then
-  echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
+  lane "AddressSanitizer + UndefinedBehaviorSanitizer build"
   # gRPC keeps some process-lifetime allocations; leaks are judged in our own code by the tests' exit codes.
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_odr_violation=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DCSI_PROXY_SANITIZE=ON -DCSI_PROXY_BUILD_BENCH=OFF
 fi
+wait_for_background
 if [ "$fuzz" = 1 ]; then
-  echo "== libFuzzer targets (clang, ASan + UBSan), 20 s each"
+  lane "libFuzzer targets (clang, ASan + UBSan), 20 s each"
   bash scripts/fuzz.sh --seconds 20
 fi
 if [ "$windows" = 1 ]; then
-  echo "== Windows: cross-built with MinGW-w64, tests under Wine"
+  lane "Windows: cross-built with MinGW-w64, tests under Wine"
   bash scripts/windows/test.sh
 fi
+lane "done"

@@ -94,22 +94,9 @@ fi
 # Debian's source archive for bookworm, in an apt sources file of the project's own; apt-get update only when
 # that file is new or a wanted source version is not known to apt yet.
 sources_file=/etc/apt/sources.list.d/csi-proxy-deb-src.sources
-sources_text='# Written by csi-proxy'"'"'s scripts/windows/build-deps.sh: Debian'"'"'s source packages, from which the Windows
-# dependencies are cross-built at the versions the Linux build uses.
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg'
 need_update=0
-if [ ! -e "$sources_file" ] || [ "$(cat "$sources_file")" != "$sources_text" ]; then
-  printf '%s\n' "$sources_text" >"$sources_file"
+if ! cmp -s "$here/deb-src.sources" "$sources_file"; then
+  cp "$here/deb-src.sources" "$sources_file"
   need_update=1
 fi
 for name in "${!srcpkg[@]}"; do
