@@ -51,8 +51,11 @@ mkdir -p build-logs
 background_log=build-logs/background.log
 background_pid=
 if [ "$fuzz" = 1 ] || [ "$windows" = 1 ]; then
-  # setsid: a process group of its own, which the exit trap ends if the run stops early.
+  # setsid: a process group of its own, which the exit trap ends if the run stops early. A new session is also a
+  # new scheduling group where the kernel groups a session's processes (autogroup), which would share the CPU
+  # equally with the run's own whatever their nice value: that group's own nice value is set too.
   setsid nice -n 10 bash -c '
+    echo 10 >/proc/self/autogroup 2>/dev/null || true
     started=$(date +%s)
     if [ "$1" = 1 ]; then bash scripts/fuzz.sh --build-only || echo "background: the fuzzing build failed"; fi
     if [ "$2" = 1 ]; then bash scripts/windows/build.sh || echo "background: the Windows build failed"; fi
