@@ -11,6 +11,7 @@
 #include <atomic>
 #include <filesystem>
 #include <future>
+#include <iostream>
 #include <thread>
 
 #include "csi_proxy/admin/v1/admin.grpc.pb.h"
@@ -127,10 +128,8 @@ TEST(GroupBudget, NonBlockingMethodsTakeNoWorkerAndAnswerWhileTheBudgetIsFull) {
   EXPECT_EQ(host.Stop(), 0);
 }
 
-// A method without the NONBLOCKING flag that has answered quickly runs on the gRPC thread that read its request
-// (the borrowed thread); when it then hangs there, it holds its place in its group's budget, is answered at its
-// deadline, delays no other group's calls, and the stop ends at its timeout.
-TEST(GroupBudget, AQuickMethodThatHangsOnTheBorrowedThreadHoldsOnlyItsOwnPlace) {
+// One round of the test below; `borrowed` tells whether the hang ran on the borrowed thread.
+void HangOnTheBorrowedThreadInABudgetOfOne(bool* borrowed) {
   HostProcess host(kEcho + BlockerGroup(Fixture("blocker1"), "a", "workers = 1\nmax_queued_calls = 0\n"),
                    "shutdown_timeout_seconds = 1\n");
   ASSERT_TRUE(host.Start({"csi-proxy-echo-v1", "csi-proxy-blocker-v1"})) << host.error();
@@ -147,6 +146,8 @@ TEST(GroupBudget, AQuickMethodThatHangsOnTheBorrowedThreadHoldsOnlyItsOwnPlace) 
     }
     ASSERT_TRUE(quick.ok()) << quick.error_message();
   }
+  // The last quick handler has given its place back, so the one place is free for the call that hangs.
+  ASSERT_TRUE(WaitUntilRunning(host, "blocker", 0));
   auto begin = Clock::now();
   auto hung = std::async(std::launch::async, [&] {
     return Call(blocker, "/v1.Blocker/Block", Req("ignore-cancel", 5000), &resp, milliseconds(500));
@@ -165,20 +166,37 @@ TEST(GroupBudget, AQuickMethodThatHangsOnTheBorrowedThreadHoldsOnlyItsOwnPlace) 
   }
   EXPECT_EQ(hung.get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_LT(Clock::now() - begin, milliseconds(1500));
-  // The handler still runs on the borrowed gRPC thread (it ignores the cancellation): a call that finds that
-  // thread taken for over a second names it in the log. The second counts from when the handler began, which a
-  // loaded machine puts later than `begin`: calls keep coming until the line is there or the handler nears its end.
+  // The handler still runs on the borrowed gRPC thread (it ignores the cancellation): a call that would borrow it
+  // and finds it taken for over a second names it in the log. The method's own quick calls would (their place is
+  // taken: refused). The second counts from when the handler began, which a loaded machine puts later than
+  // `begin`: calls keep coming until the line is there or the handler nears its end.
   const std::string line = "/v1.Blocker/Block of group 'blocker' has run on one of gRPC's threads for";
   std::this_thread::sleep_until(begin + milliseconds(1200));
   while (host.log().find(line) == std::string::npos && Clock::now() < begin + milliseconds(4000)) {
-    ASSERT_TRUE(Call(echo, "/v1.Echo/Sleep", Req("worker"), &other).ok());
+    EXPECT_EQ(Call(blocker, "/v1.Blocker/Block", Req("at-once"), &other).error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED);
     std::this_thread::sleep_for(milliseconds(50));
   }
-  EXPECT_NE(host.log().find(line), std::string::npos) << host.log();
+  *borrowed = host.log().find(line) != std::string::npos;
   // The stop ends at its timeout, the handler still hanging on the borrowed thread.
   auto stopping = Clock::now();
   EXPECT_EQ(host.Stop(milliseconds(10000)), 0);
   EXPECT_LT(Clock::now() - stopping, milliseconds(3000));
+}
+
+// A method without the NONBLOCKING flag that has answered quickly runs on the gRPC thread that read its request
+// (the borrowed thread); when it then hangs there, it holds its place in its group's budget, is answered at its
+// deadline, delays no other group's calls, and the stop ends at its timeout.
+TEST(GroupBudget, AQuickMethodThatHangsOnTheBorrowedThreadHoldsOnlyItsOwnPlace) {
+  // Under a heavy load a quick run can take over a millisecond, and the method's next run then goes to a worker:
+  // such a round proves what it asserts for a worker, and the test tries again with a new host (three at most).
+  for (int round = 0; round < 3; ++round) {
+    bool borrowed = false;
+    HangOnTheBorrowedThreadInABudgetOfOne(&borrowed);
+    if (HasFatalFailure() || borrowed) return;
+    std::cerr << "round " << round + 1 << ": the hang ran on a worker, not on the borrowed thread; again\n";
+  }
+  ADD_FAILURE() << "in three rounds the hang never ran on the borrowed thread (the log never named it)";
 }
 
 TEST(CallDeadline, AHandlerStillRunningAtTheDeadlineIsAnsweredThenAndItsLateResultDropped) {
