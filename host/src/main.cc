@@ -292,6 +292,7 @@ int main(int argc, char** argv) {
   admin.Stop();
   reloader.Stop();
   auto still_running = runtime.Shutdown();
+  trimmer.Stop();
   if (!still_running.empty()) {
     // Their handlers never returned: exiting normally would run the libraries' destructors under them.
     spdlog::warn("stopped with {} group(s) still running a call; exiting on {} without waiting for them",

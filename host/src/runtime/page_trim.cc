@@ -7,13 +7,15 @@ namespace csi_proxy::host {
 
 PageTrimmer::PageTrimmer() : thread_([this] { Run(); }) {}
 
-PageTrimmer::~PageTrimmer() {
+PageTrimmer::~PageTrimmer() { Stop(); }
+
+void PageTrimmer::Stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   changed_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void PageTrimmer::Schedule(std::chrono::milliseconds after) {

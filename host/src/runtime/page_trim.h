@@ -36,6 +36,8 @@ class PageTrimmer {
 
   // Releases the pages `after` from now, unless Schedule is called again before (the later time wins).
   void Schedule(std::chrono::milliseconds after);
+  // Cancels what is scheduled and waits for a release under way: the host's last log lines come after its.
+  void Stop();
 
  private:
   void Run();
