@@ -513,13 +513,19 @@ class Checker {
                                                    : Pass(detail);
   }
 
+  // The generated requests of `m`: paths under the kubelet path and the working directories at times, none longer
+  // than the host would hand the library.
+  FuzzInputs InputsFor(const Method& m, const std::string& sample) const {
+    std::vector<std::string> roots{config_.host.kubelet_path};
+    roots.insert(roots.end(), config_.host.working_dirs.begin(), config_.host.working_dirs.end());
+    return FuzzInputs(s_.seed, m.path, m.request_type, sample, std::move(roots),
+                      static_cast<size_t>(config_.group.max_request_bytes));
+  }
+
   Result Fuzz(const Method& m) {
     auto sample = SampleRequest(config_, m);
     if (!sample.ok()) return Fail(sample.status().message());
-    std::vector<std::string> roots{config_.host.kubelet_path};
-    roots.insert(roots.end(), config_.host.working_dirs.begin(), config_.host.working_dirs.end());
-    FuzzInputs inputs(s_.seed, m.path, m.request_type, *sample, roots,
-                      static_cast<size_t>(config_.group.max_request_bytes));
+    FuzzInputs inputs = InputsFor(m, *sample);
     std::map<std::string, int> codes;
     std::deque<std::shared_ptr<KitCall>> recent;  // alive a while, so that a second completion finds its handle
     const auto start = Clock::now();
@@ -745,10 +751,7 @@ class Checker {
     const uint32_t index = static_cast<uint32_t>(at - paths.begin());
     auto sample = SampleRequest(config_, m);
     if (!sample.ok()) return Fail(sample.status().message());
-    std::vector<std::string> roots{config_.host.kubelet_path};
-    roots.insert(roots.end(), config_.host.working_dirs.begin(), config_.host.working_dirs.end());
-    FuzzInputs inputs(s_.seed, m.path, m.request_type, *sample, roots,
-                      static_cast<size_t>(config_.group.max_request_bytes));
+    FuzzInputs inputs = InputsFor(m, *sample);
     std::vector<std::pair<std::string, std::string>> requests{{"the sample request", *sample}};
     for (uint64_t i = 0; i < kIsolatedFuzzInputs; ++i) {
       FuzzInput in = inputs.Make(i);
