@@ -71,13 +71,38 @@ wait_for_background() {
   tail -n 1 "$background_log"
 }
 
+# The failed tests' first failure lines, from ctest's log of the run, for the end of the output: a CI report that
+# keeps only the last lines of a run then says what failed and where, not only which test.
+failure_digest() {  # build dir
+  awk '
+    /^[0-9]+\/[0-9]+ Test: / { name = $3; n = 0; delete out }
+    /^Output:$/ { inside = 1; next }
+    /^<end of output>$/ { inside = 0; next }
+    inside { out[++n] = $0; next }
+    /^Test Failed\.$|^Test time out\.|^Test Timeout|Exception:/ {
+      print "-- " name ":"
+      shown = 0
+      for (i = 1; i <= n && shown < 8; i++) {
+        if (out[i] ~ /(: Failure|: error:|runtime error:|ERROR: AddressSanitizer|\[  FAILED  \])/ || (shown > 0 && shown < 8)) {
+          print "   " substr(out[i], 1, 300); shown++
+        }
+      }
+      if (shown == 0) for (i = (n > 6 ? n - 5 : 1); i <= n; i++) print "   " substr(out[i], 1, 300)
+    }
+  ' "$1/Testing/Temporary/LastTest.log" 2>/dev/null | head -n 40
+}
+
 run_suite() {  # build dir, extra cmake args...
   local dir=$1
   shift
   cmake -S . -B "$dir" -DCSI_PROXY_BUILD_BENCH=ON "${launcher[@]}" "$@" >/dev/null
   cmake --build "$dir" -j"$jobs"
   # Tests share loop devices, mounts and servers on loopback: one test binary at a time.
-  ctest --test-dir "$dir" --output-on-failure --timeout 900
+  if ! ctest --test-dir "$dir" --output-on-failure --timeout 900; then
+    echo "== where the failed tests of $dir failed:"
+    failure_digest "$dir"
+    return 8
+  fi
 }
 
 # Release keeps the normal pass's compile time down (no debug info); the sanitizer pass builds Debug at -O1.

@@ -171,8 +171,10 @@ TEST(Streams, HealthWatchesAreBoundedInAllAndTheirMemoryComesBackOnceTheyEnd) {
     EXPECT_EQ(host.Stop(), 0);
     GTEST_SKIP() << "the memory figures hold only without AddressSanitizer, whose allocator keeps what is freed";
   }
-  // A watch holds 20 to 30 KiB of gRPC's memory: 300 of them stay well under 32 MiB.
-  EXPECT_LT(during, rest + 32 * 1024) << "rest " << rest << " KiB, during " << during << " KiB";
+  // Measured on this machine kind: 300 watches alone hold some 11 MiB (about 37 KiB each), and the 1700 refused
+  // streams leave 14 to 30 MiB of free heap that is given back once the burst ends (checked below). 2000 watches
+  // held would take some 74 MiB.
+  EXPECT_LT(during, rest + 48 * 1024) << "rest " << rest << " KiB, during " << during << " KiB";
   // The streams end with their connections; a second later the host gives the free heap back.
   int64_t after = RssKib(host.pid());
   for (int i = 0; i < 100 && after > rest + 4 * 1024; ++i) {

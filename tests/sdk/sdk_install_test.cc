@@ -23,6 +23,20 @@ void RunOk(const std::vector<std::string>& argv, std::string* output = nullptr) 
   if (output != nullptr) *output = r->output;
 }
 
+// The report's lines that are not a passed check.
+std::string NotPassed(const std::string& report) {
+  std::string lines;
+  size_t at = 0;
+  while (at < report.size()) {
+    size_t end = report.find('\n', at);
+    if (end == std::string::npos) end = report.size();
+    const std::string line = report.substr(at, end - at);
+    if (!line.empty() && line.rfind("PASS  ", 0) != 0) lines += line + "\n";
+    at = end + 1;
+  }
+  return lines;
+}
+
 TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByTheInstalledHost) {
   TempDir work;
   const std::string prefix = work.path() + "/prefix";
@@ -52,10 +66,13 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
 
   // The installed conformance kit passes it (every method: the example only answers from memory).
   const std::string check_config = work.Write("echo-check.toml", "[groups.echo]\n[check]\nfuzz_mutating = true\n");
-  std::string report;
-  ASSERT_NO_FATAL_FAILURE(RunOk({prefix + "/bin/csi-proxy-plugin-check", build + "/libcsi-proxy-echo.so", "--config",
+  auto kit = common::RunProgram({prefix + "/bin/csi-proxy-plugin-check", build + "/libcsi-proxy-echo.so", "--config",
                                  check_config, "--seconds", "1"},
-                                &report));
+                                {.timeout = std::chrono::minutes(10)});
+  ASSERT_TRUE(kit.ok()) << kit.status().message();
+  const std::string& report = kit->output;
+  // What did not pass first (a report's end is read first where only its last lines are kept), then all of it.
+  EXPECT_EQ(kit->exit_code, 0) << NotPassed(report) << "\nthe whole report:\n" << report;
   EXPECT_NE(report.find("PASS  fuzz /v1.Echo/Echo:"), std::string::npos) << report;
   EXPECT_NE(report.find(" 0 failed"), std::string::npos) << report;
   // Its isolated checks find the installed runner beside it (as root: the runner's confinement needs it).
