@@ -18,6 +18,7 @@
 #include "mount_table_linux.h"
 #include "read_file_linux.h"
 #include "run_program.h"
+#include "smb_local_link.h"
 #include "smb_mapping_users_linux.h"
 #include "smb_users.h"
 #include "smb_validation.h"
@@ -164,23 +165,15 @@ class LinuxSmbBackend final : public SmbBackend {
   StatusOr<MappingUsers> Users(const RemotePath& remote) override { return users_.Users(remote); }
 
   Status CheckLink(const ConfinedPath& local, const RemotePath& remote) override {
-    auto parent = common::OpenParent(policy_, local, "local_path");
-    if (!parent.ok()) {
-      if (parent.status().code() == Code::kNotFound) {
-        return NotFound("the parent directory of local_path " + QuotePath(local.path) + " does not exist");
-      }
-      return parent.status();
-    }
-    if (parent->name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
-    auto existing = ReadLink(parent->dir.get(), parent->name);
+    CSI_PROXY_ASSIGN_OR_RETURN(auto parent, LinkParent(common::OpenParent(policy_, local, "local_path"), local));
+    auto existing = ReadLink(parent.dir.get(), parent.name);
     if (!existing) return Status::Ok();  // free
     if (*existing == LinkText(remote)) return Status::Ok();
     return AlreadyExists("local_path " + QuotePath(local.path) + " already exists");
   }
 
   Status Link(const ConfinedPath& local, const RemotePath& remote) override {
-    CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, local, "local_path"));
-    if (parent.name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
+    CSI_PROXY_ASSIGN_OR_RETURN(auto parent, LinkParent(common::OpenParent(policy_, local, "local_path"), local));
     std::string text = LinkText(remote);
     if (symlinkat(text.c_str(), parent.dir.get(), parent.name.c_str()) == 0) {
       Log(LogLevel::kInfo, "linked " + QuotePath(local.path) + " to " + text);

@@ -4,6 +4,7 @@
 #include "confined_open_windows.h"
 #include "smb_backend_wmi.h"
 #include "smb_global_mapping.h"
+#include "smb_local_link.h"
 #include "symlink_windows.h"
 #include "text.h"
 #include "wmi_windows.h"
@@ -24,22 +25,14 @@ class WindowsSmbLinks final : public SmbLinks {
   explicit WindowsSmbLinks(common::PathPolicy policy) : policy_(std::move(policy)) {}
 
   Status Check(const ConfinedPath& local, const std::string& target) override {
-    auto parent = common::OpenParent(policy_, local, "local_path");
-    if (!parent.ok()) {
-      if (parent.status().code() == Code::kNotFound) {
-        return NotFound("the parent directory of local_path " + QuotePath(local.path) + " does not exist");
-      }
-      return parent.status();
-    }
-    if (parent->name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
-    CSI_PROXY_ASSIGN_OR_RETURN(auto entry, common::ReadEntryAt(parent->dir.get(), parent->name, QuotePath(local.path)));
+    CSI_PROXY_ASSIGN_OR_RETURN(auto parent, LinkParent(common::OpenParent(policy_, local, "local_path"), local));
+    CSI_PROXY_ASSIGN_OR_RETURN(auto entry, common::ReadEntryAt(parent.dir.get(), parent.name, QuotePath(local.path)));
     if (!entry.exists || SameTarget(entry.symlink_target, target)) return Status::Ok();
     return AlreadyExists("local_path " + QuotePath(local.path) + " already exists");
   }
 
   Status Make(const ConfinedPath& local, const std::string& target) override {
-    CSI_PROXY_ASSIGN_OR_RETURN(auto parent, common::OpenParent(policy_, local, "local_path"));
-    if (parent.name.empty()) return AlreadyExists("local_path " + QuotePath(local.path) + " is an allowed root");
+    CSI_PROXY_ASSIGN_OR_RETURN(auto parent, LinkParent(common::OpenParent(policy_, local, "local_path"), local));
     Status made = common::MakeSymlinkAt(parent.dir.get(), parent.name, target, /*directory=*/true,
                                         "the local_path link " + QuotePath(local.path));
     if (made.code() != Code::kAlreadyExists) return made;
