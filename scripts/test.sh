@@ -82,8 +82,8 @@ failure_digest() {  # build dir
     /^Test Failed\.$|^Test time out\.|^Test Timeout|Exception:/ {
       print "-- " name ":"
       shown = 0
-      for (i = 1; i <= n && shown < 8; i++) {
-        if (out[i] ~ /(: Failure|: error:|runtime error:|ERROR: AddressSanitizer|\[  FAILED  \])/ || (shown > 0 && shown < 8)) {
+      for (i = 1; i <= n && shown < 12; i++) {
+        if (out[i] ~ /(: Failure|: error:|runtime error:|ERROR: AddressSanitizer|\[  FAILED  \])/ || shown > 0) {
           print "   " substr(out[i], 1, 300); shown++
         }
       }
