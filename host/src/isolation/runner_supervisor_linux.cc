@@ -20,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -374,14 +375,14 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // it).
   void AwaitAnswer(int sock, uint64_t id) {
     const auto start = SteadyClock::now();
-    bool answered = false;
+    std::optional<runner_proto::Completion> answer;
     // Takes what a read brought; true once the wait is over: the answer came, the runner is to be killed, or the
     // socket ended (the supervisor's thread then reads the end).
     auto over = [&](ssize_t n) {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
       if (n <= 0) return true;
       reader_.Filled(static_cast<size_t>(n));
-      return !HandleMessages(nullptr, id, &answered).empty() || answered;
+      return !HandleMessages(nullptr, id, &answer).empty() || answer.has_value();
     };
     constexpr size_t kRead = 64 * 1024;
     bool done = false;
@@ -394,7 +395,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       while (!done && SteadyClock::now() < spin_until && alone()) {
         done = over(SpinRecv(sock, reader_.Space(kRead), kRead, spin_until, alone));
       }
-      spin_gate_.Spun(answered && alone());
+      spin_gate_.Spun(answer.has_value() && alone());
     }
     const auto until = start + kAwaitAnswer;
     while (!done) {
@@ -407,8 +408,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       if (ready <= 0 || (p.revents & POLLIN) == 0) break;
       done = over(recv(sock, reader_.Space(kRead), kRead, MSG_DONTWAIT));
     }
-    std::lock_guard lock(mu_);
-    ReleaseReaderLocked();
+    {
+      std::lock_guard lock(mu_);
+      ReleaseReaderLocked();
+    }
+    // Completed only now: its client's next call, which may come as soon as the answer is written, then finds the
+    // reader role free and is awaited in turn rather than left to the supervisor's thread.
+    if (answer) Complete(*answer);
   }
 
   void Wake() {
@@ -688,16 +694,21 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // Handles every whole message reader_ holds. Empty, or why the runner must end: the host killed it (a corrupt
   // stream, a message out of turn, a handshake refused) or its library was refused. `handshake`: null on a thread
   // that waits for an answer (the runner is up then, and only answers, usage, a crash's report and log lines may
-  // come); `awaited`: the call whose answer sets `*answered`. Caller holds the reader role.
-  std::string HandleMessages(Handshake* handshake, uint64_t awaited, bool* answered) {
+  // come); `awaited`: the call whose answer goes to `*awaited_answer` instead of completing it (the waiting thread
+  // completes it once it gave up the reader role). Caller holds the reader role.
+  std::string HandleMessages(Handshake* handshake, uint64_t awaited,
+                             std::optional<runner_proto::Completion>* awaited_answer) {
     runner_proto::RunnerMessage m;
     for (;;) {
       auto next = reader_.Next(m);
       if (!next.ok()) return KillRunner("the host killed it: its socket carried " + next.status().message());
       if (!*next) return {};
       if (m.has_completion()) {
-        if (answered != nullptr && m.completion().id() == awaited) *answered = true;
-        Complete(m.completion());
+        if (awaited_answer != nullptr && m.completion().id() == awaited) {
+          *awaited_answer = std::move(*m.mutable_completion());
+        } else {
+          Complete(m.completion());
+        }
       } else if (m.has_usage()) {
         TakeUsage(m.usage());
       } else if (m.has_crashing()) {
