@@ -20,7 +20,6 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -375,14 +374,14 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // it).
   void AwaitAnswer(int sock, uint64_t id) {
     const auto start = SteadyClock::now();
-    std::optional<runner_proto::Completion> answer;
+    AwaitedAnswer answer;
     // Takes what a read brought; true once the wait is over: the answer came, the runner is to be killed, or the
     // socket ended (the supervisor's thread then reads the end).
     auto over = [&](ssize_t n) {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
       if (n <= 0) return true;
       reader_.Filled(static_cast<size_t>(n));
-      return !HandleMessages(nullptr, id, &answer).empty() || answer.has_value();
+      return !HandleMessages(nullptr, id, &answer).empty() || answer.came;
     };
     constexpr size_t kRead = 64 * 1024;
     bool done = false;
@@ -395,7 +394,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       while (!done && SteadyClock::now() < spin_until && alone()) {
         done = over(SpinRecv(sock, reader_.Space(kRead), kRead, spin_until, alone));
       }
-      spin_gate_.Spun(answer.has_value() && alone());
+      spin_gate_.Spun(answer.came && alone());
     }
     const auto until = start + kAwaitAnswer;
     while (!done) {
@@ -414,7 +413,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     }
     // Completed only now: its client's next call, which may come as soon as the answer is written, then finds the
     // reader role free and is awaited in turn rather than left to the supervisor's thread.
-    if (answer) Complete(*answer);
+    if (answer.call) {
+      const runner_proto::Completion& c = answer.completion;
+      answer.call->Complete(c.code(), c.message(), c.response());
+    }
   }
 
   void Wake() {
@@ -536,16 +538,27 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   }
 
   void Complete(const runner_proto::Completion& c) {
-    CallHandle call;
-    {
-      std::lock_guard lock(mu_);
-      auto it = calls_.find(c.id());
-      if (it == calls_.end()) return;  // answered already (a forged or repeated id changes nothing)
-      call = std::move(it->second);
-      calls_.erase(it);
-    }
-    call->Complete(c.code(), c.message(), c.response());
+    if (CallHandle call = TakeCall(c.id())) call->Complete(c.code(), c.message(), c.response());
   }
+
+  // The call `id` no longer in flight, or null when it is not (answered already: a forged or repeated id changes
+  // nothing).
+  CallHandle TakeCall(uint64_t id) {
+    std::lock_guard lock(mu_);
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return nullptr;
+    CallHandle call = std::move(it->second);
+    calls_.erase(it);
+    return call;
+  }
+
+  // An answer AwaitAnswer found: its call, taken while the thread still read (so that a runner's end right after
+  // cannot answer it UNAVAILABLE), completed once it gave the reading up.
+  struct AwaitedAnswer {
+    bool came = false;
+    CallHandle call;  // null when the call was answered already
+    runner_proto::Completion completion;
+  };
 
   // Tells the runner of the calls whose handle turned cancelled (the client cancelled, or the host answered them
   // at their deadline), so that their handlers see them cancelled, as call_is_cancelled says in process.
@@ -696,8 +709,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // that waits for an answer (the runner is up then, and only answers, usage, a crash's report and log lines may
   // come); `awaited`: the call whose answer goes to `*awaited_answer` instead of completing it (the waiting thread
   // completes it once it gave up the reader role). Caller holds the reader role.
-  std::string HandleMessages(Handshake* handshake, uint64_t awaited,
-                             std::optional<runner_proto::Completion>* awaited_answer) {
+  std::string HandleMessages(Handshake* handshake, uint64_t awaited, AwaitedAnswer* awaited_answer) {
     runner_proto::RunnerMessage m;
     for (;;) {
       auto next = reader_.Next(m);
@@ -705,7 +717,9 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       if (!*next) return {};
       if (m.has_completion()) {
         if (awaited_answer != nullptr && m.completion().id() == awaited) {
-          *awaited_answer = std::move(*m.mutable_completion());
+          awaited_answer->came = true;
+          awaited_answer->call = TakeCall(awaited);
+          awaited_answer->completion = std::move(*m.mutable_completion());
         } else {
           Complete(m.completion());
         }
