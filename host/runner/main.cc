@@ -74,9 +74,9 @@ class Link {
   bool HasMessage() const { return reader_.HasFrame(); }
 
   // The next message from the host; false when the host closed the socket. `back_to_back`: the host's calls come
-  // one after the other (the last was one a host thread awaited, answered before it returned, with no other in
-  // flight), and the read spins (spin_read.h) for at most kSpinBound before it sleeps, while recent spins found
-  // the next call within it.
+  // one after the other (a host thread spun for the last one's answer, which went out before the handler
+  // returned, with no other call in flight), and the read spins (spin_read.h) for at most kSpinBound before it
+  // sleeps, while recent spins found the next call within it.
   bool Receive(runner_proto::RunnerMessage& out, bool back_to_back = false) {
     bool spin = back_to_back && spin_gate_.Spin();
     for (;;) {
@@ -405,7 +405,7 @@ int Serve(int fd, const std::string& name) {
       back_to_back = false;
       if (tail.free()) {
         if (!link.HasMessage()) link.Uncork();
-        if (message.has_call() && message.call().awaited()) {
+        if (message.has_call() && message.call().host_spins()) {
           std::lock_guard lock(calls_mu);
           back_to_back = calls.empty();
         }

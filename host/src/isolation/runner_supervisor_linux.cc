@@ -251,7 +251,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     // nobody reads the socket: this thread waits for its answer itself, as it would run the handler in process.
     const bool await_here = description_.non_blocking[method_index] && calls_.empty() && out_.empty() && !reading_ &&
                             !stopping_ && sock_ >= 0;
-    c->set_awaited(await_here);
+    // Whether this thread spins for the answer (the reader role's gate, which it takes here); the runner is told,
+    // and spins for the next call after answering this one.
+    const bool spin = await_here && spin_gate_.Spin();
+    c->set_host_spins(spin);
     calls_.emplace(id, std::move(call));
     // Before the write: an answer that comes at once must not wake the supervisor's thread.
     if (await_here) TakeReaderLocked(true);
@@ -266,7 +269,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     if (!await_here) return;
     const int sock = sock_;
     lock.unlock();
-    AwaitAnswer(sock, id);
+    AwaitAnswer(sock, id, spin);
   }
 
   void Stop(SteadyClock::time_point deadline) override {
@@ -369,10 +372,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
 
   // Waits until the call `id` is answered, reading the socket and handling whatever it brings (the answers of
   // other calls too), or until kAwaitAnswer passed or the socket ended; the supervisor's thread handles the rest.
-  // It spins first (spin_read.h) for at most kSpinBound, while recent answers came within it: an answer found so
-  // costs neither this thread's wake-up nor the runner's waking it. This thread holds the reader role (Send took
+  // With `spin`, it spins first (spin_read.h) for at most kSpinBound: an answer found so costs neither this
+  // thread's wake-up nor the runner's waking it. This thread holds the reader role (Send took
   // it).
-  void AwaitAnswer(int sock, uint64_t id) {
+  void AwaitAnswer(int sock, uint64_t id, bool spin) {
     const auto start = SteadyClock::now();
     AwaitedAnswer answer;
     // Takes what a read brought; true once the wait is over: the answer came, the runner is to be killed, or the
@@ -385,7 +388,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     };
     constexpr size_t kRead = 64 * 1024;
     bool done = false;
-    if (spin_gate_.Spin()) {
+    if (spin) {
       // Only while the group has no other call: other calls sent meanwhile (many clients) want the CPU this
       // thread would spin on, and their answers the supervisor's thread reads anyway.
       const uint64_t sent = sent_.load(std::memory_order_relaxed);
