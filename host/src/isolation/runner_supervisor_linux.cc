@@ -373,8 +373,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // Waits until the call `id` is answered, reading the socket and handling whatever it brings (the answers of
   // other calls too), or until kAwaitAnswer passed or the socket ended; the supervisor's thread handles the rest.
   // With `spin`, it spins first (spin_read.h) for at most kSpinBound: an answer found so costs neither this
-  // thread's wake-up nor the runner's waking it. This thread holds the reader role (Send took
-  // it).
+  // thread's wake-up nor the runner's waking it. This thread holds the reader role (Send took it).
   void AwaitAnswer(int sock, uint64_t id, bool spin) {
     const auto start = SteadyClock::now();
     AwaitedAnswer answer;
@@ -896,7 +895,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   std::string out_;                // frames the socket has not taken yet
   bool reading_ = false;           // a thread holds the reader role (TakeReaderLocked)
   bool awaiting_ = false;          // ... and it is one that waits for its call's answer (AwaitAnswer)
-  SpinGate spin_gate_;             // AwaitAnswer's; the reader role's only
+  SpinGate spin_gate_;             // the reader role's only (Send asks it as it takes the role for AwaitAnswer)
   std::atomic<uint64_t> sent_{0};  // next_id_, for AwaitAnswer to see without mu_ that another call was sent
   std::condition_variable reader_free_cv_;
   uint32_t watched_ = 0;  // what the supervisor's epoll watches on sock_
