@@ -50,31 +50,39 @@ struct Server {
   pid_t runner = -1;  // an isolated group's runner, whose switches are counted apart
 };
 
-// Context switches (voluntary and not) of each thread of `pid` so far, by thread id. Their growth over a round,
-// per call, says how many times a call made the server's threads sleep or give way.
-std::map<std::string, int64_t> ContextSwitches(pid_t pid) {
-  std::map<std::string, int64_t> by_thread;
+// What each thread of `pid` has used so far, by thread id: its context switches (voluntary and not) and its time
+// on a CPU. Their growth over a round, per call, says how many times a call made the server's threads sleep or
+// give way, and what CPU time it cost (a thread that spins instead of sleeping pays here).
+struct ThreadCounts {
+  int64_t switches = 0;
+  int64_t cpu_ns = 0;
+};
+std::map<std::string, ThreadCounts> CountThreads(pid_t pid) {
+  std::map<std::string, ThreadCounts> by_thread;
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    ThreadCounts& counts = by_thread[task.path().filename().string()];
     std::ifstream status(task.path() / "status");
-    int64_t count = 0;
     for (std::string line; std::getline(status, line);) {
       if (line.starts_with("voluntary_ctxt_switches:") || line.starts_with("nonvoluntary_ctxt_switches:")) {
-        count += std::stoll(line.substr(line.find(':') + 1));
+        counts.switches += std::stoll(line.substr(line.find(':') + 1));
       }
     }
-    by_thread[task.path().filename().string()] = count;
+    std::ifstream schedstat(task.path() / "schedstat");  // its first field: nanoseconds on a CPU
+    schedstat >> counts.cpu_ns;
   }
   return by_thread;
 }
 
-// The switches between two readings: those of threads that ended in between are lost (the sync server ends idle
-// threads), those of threads started in between count whole.
-int64_t SwitchesBetween(const std::map<std::string, int64_t>& before, const std::map<std::string, int64_t>& after) {
-  int64_t total = 0;
-  for (const auto& [tid, count] : after) {
+// The growth between two readings: threads that ended in between are lost (the sync server ends idle threads),
+// threads started in between count whole.
+ThreadCounts CountsBetween(const std::map<std::string, ThreadCounts>& before,
+                           const std::map<std::string, ThreadCounts>& after) {
+  ThreadCounts total;
+  for (const auto& [tid, counts] : after) {
     auto it = before.find(tid);
-    total += count - (it == before.end() ? 0 : it->second);
+    total.switches += counts.switches - (it == before.end() ? 0 : it->second.switches);
+    total.cpu_ns += counts.cpu_ns - (it == before.end() ? 0 : it->second.cpu_ns);
   }
   return total;
 }
@@ -88,6 +96,8 @@ struct LoadResult {
   int64_t threads_peak = -1;
   double switches_per_call = 0;
   double runner_switches_per_call = 0;
+  double cpu_us_per_call = 0;  // the server's threads' CPU time
+  double runner_cpu_us_per_call = 0;
 };
 
 // `clients` threads, each with its own connection, call the server back to back for `duration`.
@@ -125,8 +135,8 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   }
   while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   LoadResult r;
-  const auto switches_before = ContextSwitches(server.pid);
-  const auto runner_switches_before = server.runner > 0 ? ContextSwitches(server.runner) : decltype(switches_before){};
+  const auto counts_before = CountThreads(server.pid);
+  const auto runner_counts_before = server.runner > 0 ? CountThreads(server.runner) : decltype(counts_before){};
   auto start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
   auto end = start + duration;
@@ -149,10 +159,13 @@ LoadResult RunLoad(const Server& server, const std::string& request, int clients
   }
   r.calls_per_s = static_cast<double>(total) / elapsed;
   if (total > 0) {
-    r.switches_per_call = static_cast<double>(SwitchesBetween(switches_before, ContextSwitches(server.pid))) / total;
+    const ThreadCounts used = CountsBetween(counts_before, CountThreads(server.pid));
+    r.switches_per_call = static_cast<double>(used.switches) / static_cast<double>(total);
+    r.cpu_us_per_call = static_cast<double>(used.cpu_ns) / 1e3 / static_cast<double>(total);
     if (server.runner > 0) {
-      r.runner_switches_per_call =
-          static_cast<double>(SwitchesBetween(runner_switches_before, ContextSwitches(server.runner))) / total;
+      const ThreadCounts runner_used = CountsBetween(runner_counts_before, CountThreads(server.runner));
+      r.runner_switches_per_call = static_cast<double>(runner_used.switches) / static_cast<double>(total);
+      r.runner_cpu_us_per_call = static_cast<double>(runner_used.cpu_ns) / 1e3 / static_cast<double>(total);
     }
   }
   return r;
@@ -324,6 +337,7 @@ int Main(int argc, char** argv) {
     std::vector<LatencySamples> latency(servers.size());
     std::vector<std::vector<double>> rates(servers.size());
     std::vector<std::vector<double>> switches(servers.size()), runner_switches(servers.size());
+    std::vector<std::vector<double>> cpu(servers.size()), runner_cpu(servers.size());
     std::vector<int64_t> rss_peak(servers.size(), -1), threads_peak(servers.size(), -1);
     for (int round = 0; round < rounds; ++round) {
       for (size_t k = 0; k < servers.size(); ++k) {
@@ -335,12 +349,15 @@ int Main(int argc, char** argv) {
         }
         std::fprintf(stderr,
                      "%-17s %-11s round %d: %9.0f calls/s  p50 %7.1f us  p99 %7.1f us  %5.2f switches/call (runner "
-                     "%.2f)\n",
+                     "%.2f)  cpu %5.1f us/call (runner %.1f)\n",
                      servers[i].id.c_str(), param.c_str(), round, r.calls_per_s, r.latency.PercentileUs(50),
-                     r.latency.PercentileUs(99), r.switches_per_call, r.runner_switches_per_call);
+                     r.latency.PercentileUs(99), r.switches_per_call, r.runner_switches_per_call, r.cpu_us_per_call,
+                     r.runner_cpu_us_per_call);
         rates[i].push_back(r.calls_per_s);
         switches[i].push_back(r.switches_per_call);
         runner_switches[i].push_back(r.runner_switches_per_call);
+        cpu[i].push_back(r.cpu_us_per_call);
+        runner_cpu[i].push_back(r.runner_cpu_us_per_call);
         latency[i].Merge(r.latency);
         rss_peak[i] = std::max(rss_peak[i], r.rss_peak_kib);
         threads_peak[i] = std::max(threads_peak[i], r.threads_peak);
@@ -358,8 +375,10 @@ int Main(int argc, char** argv) {
       results.Add("overhead", id, param, "rss_peak_kib", static_cast<double>(rss_peak[i]), "KiB");
       results.Add("overhead", id, param, "threads_peak", static_cast<double>(threads_peak[i]), "");
       results.Add("overhead", id, param, "switches_per_call", Median(switches[i]), "");
+      results.Add("overhead", id, param, "cpu_us_per_call", Median(cpu[i]), "us");
       if (servers[i].runner > 0) {
         results.Add("overhead", id, param, "runner_switches_per_call", Median(runner_switches[i]), "");
+        results.Add("overhead", id, param, "runner_cpu_us_per_call", Median(runner_cpu[i]), "us");
       }
     }
   }

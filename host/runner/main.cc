@@ -21,12 +21,14 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "abi/library_scope.h"
 #include "config/config.h"
 #include "config/trusted_files.h"
 #include "isolation/privileges.h"
 #include "isolation/runner_protocol.h"
+#include "isolation/spin_read.h"
 #include "serving/group_runtime.h"
 #include "serving/reaction_tail.h"
 
@@ -44,8 +46,10 @@ class Link {
 
   void Send(const runner_proto::RunnerMessage& message) {
     if (corked_) {
-      // Answers of calls run inline while the main thread takes a batch of calls: written together after it.
+      // Answers of calls run inline while the reading thread takes a batch of calls: written together after it.
       AppendFrame(message, corked_frames_);
+      // With no other whole call read, the batch ends here: out at once, before the dispatch's bookkeeping.
+      if (!reader_.HasFrame()) Flush();
       return;
     }
     std::string frame;
@@ -58,8 +62,7 @@ class Link {
   void Cork() { corked_ = true; }
   void Uncork() {
     corked_ = false;
-    if (!corked_frames_.empty()) Write(corked_frames_);
-    corked_frames_.clear();
+    Flush();
   }
   // From a fatal signal's handler: `bytes` in one send, unless a frame is being written (it would be torn).
   void SendFromSignalHandler(const char* bytes, size_t size) {
@@ -70,14 +73,27 @@ class Link {
   // Whether the bytes received hold another whole message, which the next Receive returns without a read.
   bool HasMessage() const { return reader_.HasFrame(); }
 
-  // The next message from the host; false when the host closed the socket.
-  bool Receive(runner_proto::RunnerMessage& out) {
+  // The next message from the host; false when the host closed the socket. `back_to_back`: the host's calls come
+  // one after the other (a host thread spun for the last one's answer, which went out before the handler
+  // returned, with no other call in flight), and the read spins (spin_read.h) for at most kSpinBound before it
+  // sleeps, while recent spins found the next call within it.
+  bool Receive(runner_proto::RunnerMessage& out, bool back_to_back = false) {
+    bool spin = back_to_back && spin_gate_.Spin();
     for (;;) {
       auto next = reader_.Next(out);
       if (!next.ok()) std::_Exit(kExitLostSocket);
       if (*next) return true;
-      char* space = reader_.Space(64 * 1024);
-      ssize_t n = recv(fd_, space, 64 * 1024, 0);
+      constexpr size_t kRead = 64 * 1024;
+      char* space = reader_.Space(kRead);
+      ssize_t n = -1;
+      if (std::exchange(spin, false)) {
+        n = SpinRecv(fd_, space, kRead, std::chrono::steady_clock::now() + kSpinBound);
+        const bool found = n >= 0 || errno != EAGAIN;
+        spin_gate_.Spun(found);
+        if (!found) n = recv(fd_, space, kRead, 0);
+      } else {
+        n = recv(fd_, space, kRead, 0);
+      }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) std::_Exit(kExitLostSocket);
       if (n == 0) return false;
@@ -96,6 +112,16 @@ class Link {
       at += static_cast<size_t>(n);
     }
   }
+
+  void Flush() {
+    if (!corked_frames_.empty()) Write(corked_frames_);
+    corked_frames_.clear();
+  }
+
+  // How long the reading thread spins for the next call: about the time between an answer and the next call of a
+  // client that calls back to back through the host (on a quiet machine).
+  static constexpr std::chrono::microseconds kSpinBound{150};
+  SpinGate spin_gate_;  // the reading thread's (the role's) only
 
   // Set only by the reading thread, and read only on it: other threads' sends are never corked.
   static thread_local bool corked_;
@@ -370,13 +396,19 @@ int Serve(int fd, const std::string& name) {
   std::function<void()> read_loop = [&] {
     std::unique_lock reader(reader_mu);
     runner_proto::RunnerMessage message;
-    while (link.Receive(message)) {
+    bool back_to_back = false;
+    while (link.Receive(message, back_to_back)) {
       ReactionTail tail;
       // Answers of this batch's inline calls go out in one write once no whole message is left to take.
       link.Cork();
       handle(message);
+      back_to_back = false;
       if (tail.free()) {
         if (!link.HasMessage()) link.Uncork();
+        if (message.has_call() && message.call().host_spins()) {
+          std::lock_guard lock(calls_mu);
+          back_to_back = calls.empty();
+        }
         continue;
       }
       link.Uncork();

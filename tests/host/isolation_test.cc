@@ -304,6 +304,46 @@ TEST(Isolation, AQuickMethodThatMayBlockRunsOnTheReadingThreadAndAHangThereHolds
   EXPECT_EQ(host.Stop(), 0) << host.log();
 }
 
+// The CPU time every thread of `pid` has used so far (the kernel's schedstat), in microseconds; threads that
+// ended are not counted.
+double CpuMicros(pid_t pid) {
+  int64_t ns = 0;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream schedstat(task.path() / "schedstat");
+    int64_t used = 0;
+    if (schedstat >> used) ns += used;
+  }
+  return static_cast<double>(ns) / 1e3;
+}
+
+// The host thread that waits for an isolated NONBLOCKING call's answer spins a short while before it sleeps, so
+// that an answer that comes at once costs no wake-up; a handler that takes long costs it at most that bound (and,
+// once such answers keep coming late, no spin at all). Told by the host's CPU time per call, not by a call's
+// wall-clock time: a slow answer must cost the host no more CPU than a quick one, give or take the bound.
+TEST(Isolation, AnAnswerThatTakesLongCostsTheHostThreadWaitingForItAtMostTheSpinsBound) {
+  HostProcess host(CrasherGroup(), "");
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  // The host's CPU time per call of SlowInline answering after `micros`, one call at a time.
+  auto host_cpu_per_call = [&](const std::string& micros) {
+    constexpr int kCalls = 300;
+    const double before = CpuMicros(host.pid());
+    for (int i = 0; i < kCalls; ++i) {
+      v1::EchoResponse resp;
+      grpc::Status s = Call(crasher, "/v1.Crasher/SlowInline", Req(micros), &resp, milliseconds(5000));
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    }
+    return (CpuMicros(host.pid()) - before) / kCalls;
+  };
+  host_cpu_per_call("0");  // warm-up
+  const double quick = host_cpu_per_call("0");
+  const double slow = host_cpu_per_call("700");  // under the 1 ms the thread waits, far over the spin's bound
+  EXPECT_LT(slow - quick, 150) << "host CPU per call: " << quick << " us answering at once, " << slow
+                               << " us answering after 700 us";
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+}
+
 TEST(Isolation, AGroupThatKeepsCrashingIsMarkedFailedUntilAReload) {
   HostOptions options;
   options.launcher = {"/usr/bin/prlimit", "--core=0", "--"};
