@@ -247,13 +247,14 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     c->set_peer_uid(call->info().peer.uid);
     c->set_peer_gid(call->info().peer.gid);
     csi_proxy_host_call* sent = call.get();  // held in calls_ while mu_ is
-    // A call that would run inline in process (NONBLOCKING), sent when the group has no other call in flight and
-    // nobody reads the socket: this thread waits for its answer itself, as it would run the handler in process.
-    const bool await_here = description_.non_blocking[method_index] && calls_.empty() && out_.empty() && !reading_ &&
-                            !stopping_ && sock_ >= 0;
-    // Whether this thread spins for the answer (the reader role's gate, which it takes here); the runner is told,
-    // and spins for the next call after answering this one.
-    const bool spin = await_here && spin_gate_.Spin();
+    // A call that would run inline in process (NONBLOCKING), sent when nobody reads the socket: this thread waits
+    // for its answer itself, as it would run the handler in process, and completes the answers of the group's other
+    // calls that come before it on a gRPC thread too (where finishing a call costs gRPC no wake-up of a poller).
+    const bool await_here =
+        description_.non_blocking[method_index] && out_.empty() && !reading_ && !stopping_ && sock_ >= 0;
+    // Whether this thread spins for the answer (the reader role's gate, which it takes here), only when the group
+    // has no other call in flight; the runner is told, and spins for the next call after answering this one.
+    const bool spin = await_here && calls_.empty() && spin_gate_.Spin();
     c->set_host_spins(spin);
     calls_.emplace(id, std::move(call));
     // Before the write: an answer that comes at once must not wake the supervisor's thread.
@@ -376,14 +377,14 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // thread's wake-up nor the runner's waking it. This thread holds the reader role (Send took it).
   void AwaitAnswer(int sock, uint64_t id, bool spin) {
     const auto start = SteadyClock::now();
-    AwaitedAnswer answer;
+    Answers answers;
     // Takes what a read brought; true once the wait is over: the answer came, the runner is to be killed, or the
     // socket ended (the supervisor's thread then reads the end).
     auto over = [&](ssize_t n) {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
       if (n <= 0) return true;
       reader_.Filled(static_cast<size_t>(n));
-      return !HandleMessages(nullptr, id, &answer).empty() || answer.came;
+      return !HandleMessages(nullptr, id, &answers).empty() || answers.came;
     };
     constexpr size_t kRead = 64 * 1024;
     bool done = false;
@@ -396,7 +397,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       while (!done && SteadyClock::now() < spin_until && alone()) {
         done = over(SpinRecv(sock, reader_.Space(kRead), kRead, spin_until, alone));
       }
-      spin_gate_.Spun(answer.came && alone());
+      spin_gate_.Spun(answers.came && alone());
     }
     const auto until = start + kAwaitAnswer;
     while (!done) {
@@ -415,10 +416,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     }
     // Completed only now: its client's next call, which may come as soon as the answer is written, then finds the
     // reader role free and is awaited in turn rather than left to the supervisor's thread.
-    if (answer.call) {
-      const runner_proto::Completion& c = answer.completion;
-      answer.call->Complete(c.code(), c.message(), c.response());
-    }
+    answers.CompleteAll();
   }
 
   void Wake() {
@@ -539,10 +537,6 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     for (auto& [id, call] : calls) call->Complete(CSI_PROXY_STATUS_UNAVAILABLE, why, {});
   }
 
-  void Complete(const runner_proto::Completion& c) {
-    if (CallHandle call = TakeCall(c.id())) call->Complete(c.code(), c.message(), c.response());
-  }
-
   // The call `id` no longer in flight, or null when it is not (answered already: a forged or repeated id changes
   // nothing).
   CallHandle TakeCall(uint64_t id) {
@@ -554,12 +548,15 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     return call;
   }
 
-  // An answer AwaitAnswer found: its call, taken while the thread still read (so that a runner's end right after
-  // cannot answer it UNAVAILABLE), completed once it gave the reading up.
-  struct AwaitedAnswer {
-    bool came = false;
-    CallHandle call;  // null when the call was answered already
-    runner_proto::Completion completion;
+  // Answers a reader found: their calls, taken while it still read (so that a runner's end right after cannot
+  // answer them UNAVAILABLE), completed once it gave the reading up, so that another thread may read meanwhile.
+  struct Answers {
+    bool came = false;  // the answer of the call a thread awaits is among them
+    std::vector<std::pair<CallHandle, runner_proto::Completion>> calls;
+    void CompleteAll() {
+      for (auto& [call, c] : calls) call->Complete(c.code(), c.message(), c.response());
+      calls.clear();
+    }
   };
 
   // Tells the runner of the calls whose handle turned cancelled (the client cancelled, or the host answered them
@@ -675,9 +672,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         TakeReaderLocked(false);
       }
       const bool open = ReceiveAvailable(s.sock.get());
-      std::string ended = HandleMessages(&handshake, 0, nullptr);
-      std::lock_guard lock(mu_);
-      ReleaseReaderLocked();
+      Answers answers;
+      std::string ended = HandleMessages(&handshake, 0, &answers);
+      {
+        std::lock_guard lock(mu_);
+        ReleaseReaderLocked();
+      }
+      answers.CompleteAll();
       if (!ended.empty()) return ended;
       if (!open) return killed_;  // empty: it ended on its own (a shutdown, or Reap tells how)
     }
@@ -709,21 +710,18 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // Handles every whole message reader_ holds. Empty, or why the runner must end: the host killed it (a corrupt
   // stream, a message out of turn, a handshake refused) or its library was refused. `handshake`: null on a thread
   // that waits for an answer (the runner is up then, and only answers, usage, a crash's report and log lines may
-  // come); `awaited`: the call whose answer goes to `*awaited_answer` instead of completing it (the waiting thread
-  // completes it once it gave up the reader role). Caller holds the reader role.
-  std::string HandleMessages(Handshake* handshake, uint64_t awaited, AwaitedAnswer* awaited_answer) {
+  // come); the answers go to `*answers`, for the caller to complete once it gave up the reader role, and
+  // `answers->came` says whether the call `awaited` (0: none) is among them. Caller holds the reader role.
+  std::string HandleMessages(Handshake* handshake, uint64_t awaited, Answers* answers) {
     runner_proto::RunnerMessage m;
     for (;;) {
       auto next = reader_.Next(m);
       if (!next.ok()) return KillRunner("the host killed it: its socket carried " + next.status().message());
       if (!*next) return {};
       if (m.has_completion()) {
-        if (awaited_answer != nullptr && m.completion().id() == awaited) {
-          awaited_answer->came = true;
-          awaited_answer->call = TakeCall(awaited);
-          awaited_answer->completion = std::move(*m.mutable_completion());
-        } else {
-          Complete(m.completion());
+        if (m.completion().id() == awaited) answers->came = true;
+        if (CallHandle call = TakeCall(m.completion().id())) {
+          answers->calls.emplace_back(std::move(call), std::move(*m.mutable_completion()));
         }
       } else if (m.has_usage()) {
         TakeUsage(m.usage());
