@@ -221,6 +221,8 @@ std::string JudgeAnswer(const KitCall& call, const Method& method) {
 // A fuzzed call's deadline: a library that heeds deadlines ends a slow input within it; one that does not still has
 // the call timeout to complete it.
 constexpr milliseconds kFuzzDeadline{1000};
+// How long past a call's deadline the isolated checks wait for the runner's answer before they answer it.
+constexpr milliseconds kHopBack{5000};
 
 std::string Describe(uint64_t index, const FuzzInput& in) {
   return "input #" + std::to_string(index) + " (" + in.kind + ", " + std::to_string(in.bytes.size()) + " bytes)";
@@ -764,9 +766,10 @@ class Checker {
       SetNote(ch_, m.path + " through " + Runner() + ", " + what);
       auto call = NewCall(config_, m, bytes, DeadlineIn(config_.call_timeout));
       runner_->Send(index, call->handle);
-      // The deadline, and a little for the hop back. Unanswered, the call is answered here, as the host's timer
-      // does, so that nothing reaches `call` once it is gone.
-      const bool answered = call->WaitAnswered(config_.call_timeout + milliseconds(1000));
+      // The deadline, and some seconds for the hop back on a loaded machine (an answer at the deadline comes at
+      // once on a quiet one). Unanswered, the call is answered here, as the host's timer does, so that nothing
+      // reaches `call` once it is gone.
+      const bool answered = call->WaitAnswered(config_.call_timeout + kHopBack);
       if (!answered) {
         call->handle->Abandon(CSI_PROXY_STATUS_DEADLINE_EXCEEDED, "deadline exceeded (csi-proxy-plugin-check)");
       }
@@ -861,8 +864,7 @@ milliseconds Budget(const CheckItem& item, const RunSettings& s) {
       return (c.reloads + 3) * (LoadBudget(c) + c.call_timeout);
     case CheckKind::kIsolatedCalls:
       // A runner's start, then each request through it and perhaps in this process, and a stop after a failure.
-      return 2 * LoadBudget(c) +
-             static_cast<int64_t>(kIsolatedFuzzInputs + 1) * (2 * c.call_timeout + milliseconds(1000)) +
+      return 2 * LoadBudget(c) + static_cast<int64_t>(kIsolatedFuzzInputs + 1) * (2 * c.call_timeout + kHopBack) +
              duration_cast<milliseconds>(c.host.shutdown_timeout);
     case CheckKind::kIsolatedStop:
       return 2 * LoadBudget(c) + duration_cast<milliseconds>(c.host.shutdown_timeout) + milliseconds(5000);
