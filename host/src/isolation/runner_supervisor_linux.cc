@@ -343,6 +343,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // next call while calls come back to back) and whose NONBLOCKING handler answers at once, some 15-30 us on a
   // quiet machine.
   static constexpr std::chrono::microseconds kSpinBound{50};
+  // What one read of the runner's socket takes at most.
+  static constexpr size_t kRead = 64 * 1024;
 
   // The socket's reader: one thread at a time reads the socket and handles what it brings, the supervisor's (the
   // default) or one that sent a call and waits for its answer (`awaiting`, AwaitAnswer). While the latter reads,
@@ -386,11 +388,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       reader_.Filled(static_cast<size_t>(n));
       return !HandleMessages(nullptr, id, &answers).empty() || answers.came;
     };
-    constexpr size_t kRead = 64 * 1024;
     bool done = false;
     if (spin) {
       // Only while the group has no other call: other calls sent meanwhile (many clients) want the CPU this
-      // thread would spin on, and their answers the supervisor's thread reads anyway.
+      // thread would spin on, and this thread's wait in poll below reads their answers as well.
       const uint64_t sent = sent_.load(std::memory_order_relaxed);
       auto alone = [&] { return sent_.load(std::memory_order_relaxed) == sent; };
       const auto spin_until = start + kSpinBound;
@@ -688,11 +689,11 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   // reader role.
   bool ReceiveAvailable(int sock) {
     for (;;) {
-      char* space = reader_.Space(64 * 1024);
-      ssize_t n = recv(sock, space, 64 * 1024, MSG_DONTWAIT);
+      char* space = reader_.Space(kRead);
+      ssize_t n = recv(sock, space, kRead, MSG_DONTWAIT);
       if (n > 0) {
         reader_.Filled(static_cast<size_t>(n));
-        if (n < 64 * 1024) return true;  // all there was: poll says when there is more
+        if (static_cast<size_t>(n) < kRead) return true;  // all there was: poll says when there is more
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
