@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "grpc_client.h"
 #include "host_process.h"
@@ -25,14 +26,10 @@ void RunOk(const std::vector<std::string>& argv, std::string* output = nullptr) 
 
 // The report's lines that are not a passed check.
 std::string NotPassed(const std::string& report) {
+  std::istringstream in(report);
   std::string lines;
-  size_t at = 0;
-  while (at < report.size()) {
-    size_t end = report.find('\n', at);
-    if (end == std::string::npos) end = report.size();
-    const std::string line = report.substr(at, end - at);
-    if (!line.empty() && line.rfind("PASS  ", 0) != 0) lines += line + "\n";
-    at = end + 1;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && !line.starts_with("PASS  ")) lines += line + "\n";
   }
   return lines;
 }
