@@ -44,12 +44,13 @@ class Link {
  public:
   explicit Link(int fd) : fd_(fd) {}
 
-  void Send(const runner_proto::RunnerMessage& message) {
+  // `ends_batch`: false for a frame that the dispatch's bookkeeping follows with one of its own, to go out with it.
+  void Send(const runner_proto::RunnerMessage& message, bool ends_batch = true) {
     if (corked_) {
       // Answers of calls run inline while the reading thread takes a batch of calls: written together after it.
       AppendFrame(message, corked_frames_);
       // With no other whole call read, the batch ends here: out at once, before the dispatch's bookkeeping.
-      if (!reader_.HasFrame()) Flush();
+      if (ends_batch && !reader_.HasFrame()) Flush();
       return;
     }
     std::string frame;
@@ -90,9 +91,9 @@ class Link {
         n = SpinRecv(fd_, space, kRead, std::chrono::steady_clock::now() + kSpinBound);
         const bool found = n >= 0 || errno != EAGAIN;
         spin_gate_.Spun(found);
-        if (!found) n = recv(fd_, space, kRead, 0);
+        if (!found) n = SleepRecv(fd_, space, kRead);
       } else {
-        n = recv(fd_, space, kRead, 0);
+        n = SleepRecv(fd_, space, kRead);
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) std::_Exit(kExitLostSocket);
@@ -212,7 +213,9 @@ class RemoteAnswer final : public CallAnswerSink {
     c->set_code(code);
     c->set_message(std::string(message));
     c->set_response(std::string(response));
-    link_->Send(m);
+    // The budget's refusal goes out with the Usage that counts it (below, in the reading thread's dispatch): a
+    // runner that ends as soon as the client saw the refusal has told the host of it.
+    link_->Send(m, code != CSI_PROXY_STATUS_RESOURCE_EXHAUSTED);
     delete this;
   }
 

@@ -35,4 +35,9 @@ class SpinGate {
 ssize_t SpinRecv(int fd, char* buffer, size_t size, std::chrono::steady_clock::time_point until,
                  const std::function<bool()>& keep_spinning = {});
 
+// Reads what `fd` holds into `buffer`, sleeping until something comes; recv's result, as above. It sleeps in poll
+// for input, not in recv: a thread asleep in a stream socket's recv is woken each time the peer reads from the
+// other end (the kernel tells the socket's sleepers that there is room to write again), which poll filters out.
+ssize_t SleepRecv(int fd, char* buffer, size_t size);
+
 }  // namespace csi_proxy::host
