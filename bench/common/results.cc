@@ -1,4 +1,5 @@
 // See results.h.
+#include "build_tree.h"
 #include "results.h"
 
 #include <cstring>
@@ -108,8 +109,8 @@ CommonFlags ParseCommonFlags(int* argc, char** argv) {
   if (auto pos = program.rfind('/'); pos != std::string::npos) program = program.substr(pos + 1);
   // Under the build tree, never in whatever directory the program was started from (a checkout, say).
   std::error_code ignored;
-  std::filesystem::create_directories(std::string(CSI_PROXY_BUILD_DIR) + "/bench/results", ignored);
-  Results::Get().set_path(std::string(CSI_PROXY_BUILD_DIR) + "/bench/results/" + program + ".records.tsv");
+  std::filesystem::create_directories(csi_proxy::testing::BuildDir() + "/bench/results", ignored);
+  Results::Get().set_path(csi_proxy::testing::BuildDir() + "/bench/results/" + program + ".records.tsv");
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     std::string a = argv[i];

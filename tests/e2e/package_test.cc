@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "build_tree.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "run_program.h"
@@ -175,7 +176,7 @@ TEST(CmakeInstall, KeepsAnEditedConfigurationAndInstallsTheDefaultBesideIt) {
   const std::string config = prefix + "/etc/csi-proxy/csi-proxy.toml";
   auto first = Install(prefix);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  const std::string shipped = ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/config/csi-proxy.toml");
+  const std::string shipped = ReadFile(csi_proxy::testing::SourceDir() + "/config/csi-proxy.toml");
   ASSERT_EQ(ReadFile(config), shipped);
   EXPECT_FALSE(fs::exists(config + ".default"));
 
@@ -232,7 +233,7 @@ TEST(AuditLogRotation, LogrotateMovesTheFileAndTheHostWritesANewOneWithTheSameMo
   ASSERT_TRUE(mkdir("before").ok());
   ASSERT_TRUE(wait_for(audit, "/before"));
 
-  std::string rules = ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/csi-proxy.logrotate");
+  std::string rules = ReadFile(csi_proxy::testing::SourceDir() + "/deploy/csi-proxy.logrotate");
   auto replace = [&rules](const std::string& from, const std::string& to) {
     size_t at = rules.find(from);
     ASSERT_NE(at, std::string::npos) << from;
@@ -336,7 +337,7 @@ TEST(SystemdNotify, ReadyWhenServingReloadingAroundAReloadStoppingAtTheEnd) {
 
 // The configuration in the proxy's ConfigMap, as the pod reads it (with the build tree's libraries).
 TEST(KubernetesConfigMap, TheProxyConfigurationIsAcceptedByTheHost) {
-  std::istringstream yaml(ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes/csi-proxy.yaml"));
+  std::istringstream yaml(ReadFile(csi_proxy::testing::SourceDir() + "/deploy/kubernetes/csi-proxy.yaml"));
   std::string line, toml;
   bool inside = false;
   while (std::getline(yaml, line)) {
@@ -372,11 +373,11 @@ class KubernetesManifests : public ::testing::Test {
   common::ProgramResult Validate(const std::string& dir) {
     return RunCommand({"/usr/bin/node", validator_ + "/validate.mjs", dir});
   }
-  const std::string validator_ = std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/validate";
+  const std::string validator_ = csi_proxy::testing::SourceDir() + "/deploy/validate";
 };
 
 TEST_F(KubernetesManifests, ValidateAgainstTheKubernetesSchemas) {
-  auto r = Validate(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes");
+  auto r = Validate(csi_proxy::testing::SourceDir() + "/deploy/kubernetes");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("DaemonSet kube-system/csi-proxy: valid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("DaemonSet kube-system/example-csi-node: valid"), std::string::npos) << r.output;
@@ -387,12 +388,12 @@ TEST_F(KubernetesManifests, ValidateAgainstTheKubernetesSchemas) {
 // The Windows DaemonSet as sig-windows-tools runs upstream's csi-proxy.exe: a HostProcess pod as SYSTEM on Windows
 // nodes only, its image carrying what it runs (the Windows lane's host_test serves the image's configuration).
 TEST_F(KubernetesManifests, TheWindowsDaemonSetIsAHostProcessPodAsSystemOnWindowsNodes) {
-  const std::string yaml = ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes/csi-proxy-windows.yaml");
+  const std::string yaml = ReadFile(csi_proxy::testing::SourceDir() + "/deploy/kubernetes/csi-proxy-windows.yaml");
   for (const char* line : {"hostProcess: true", R"(runAsUserName: "NT AUTHORITY\\SYSTEM")", "hostNetwork: true",
                            "kubernetes.io/os: windows", "image: csi-proxy-windows:"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line;
   }
-  const std::string dockerfile = ReadFile(std::string(CSI_PROXY_SOURCE_DIR) + "/deploy/kubernetes/Dockerfile.windows");
+  const std::string dockerfile = ReadFile(csi_proxy::testing::SourceDir() + "/deploy/kubernetes/Dockerfile.windows");
   EXPECT_NE(dockerfile.find("COPY csi-proxy-hostprocess.toml /csi-proxy.toml"), std::string::npos) << dockerfile;
   EXPECT_EQ(dockerfile.find("RUN "), std::string::npos) << "nothing runs, nothing is downloaded: " << dockerfile;
 }

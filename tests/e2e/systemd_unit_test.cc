@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "build_tree.h"
 #include "host_process.h"
 #include "run_program.h"
 #include "vm_guest.h"
@@ -69,7 +70,7 @@ class ShippedUnit : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::string why = WhyNotInVmGuest(); !why.empty()) GTEST_SKIP() << why;
-    auto installed = RunArgv({"/usr/bin/cmake", "--install", CSI_PROXY_BUILD_DIR, "--prefix", kPrefix});
+    auto installed = RunArgv({"/usr/bin/cmake", "--install", csi_proxy::testing::BuildDir(), "--prefix", kPrefix});
     ASSERT_EQ(installed.exit_code, 0) << installed.output;
     fs::create_directories("/var/lib/kubelet");
     fs::copy_file(std::string(kPrefix) + "/lib/systemd/system/csi-proxy.service", kUnit,

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "build_tree.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "loopback_port.h"
@@ -41,7 +42,7 @@ std::map<std::string, std::string> Method(const std::string& method) {
 
 // Runs the Python client; its output, or the failure with the output in the message.
 std::string Python(const std::string& socket, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {kPython, std::string(CSI_PROXY_SOURCE_DIR) + "/tests/host/grpc_std_client.py",
+  std::vector<std::string> argv = {kPython, csi_proxy::testing::SourceDir() + "/tests/host/grpc_std_client.py",
                                    BuildDir() + "/share/grpc_std.protoset", socket};
   argv.insert(argv.end(), args.begin(), args.end());
   common::ProgramOptions options;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "build_tree.h"
 #include "child_process.h"
 #include "grpc_client.h"
 #include "host_process.h"
@@ -36,7 +37,7 @@ constexpr const char* kEchoEndpoint = "csi-proxy-echo-v1";
 constexpr const char* kWatch = "/grpc.health.v1.Health/Watch";
 constexpr const char* kCheck = "/grpc.health.v1.Health/Check";
 
-std::string Client() { return std::string(CSI_PROXY_SOURCE_DIR) + "/tests/host/h2_client.py"; }
+std::string Client() { return csi_proxy::testing::SourceDir() + "/tests/host/h2_client.py"; }
 
 std::string Hex(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "build_tree.h"
 #include "grpc_client.h"
 #include "host_process.h"
 #include "run_program.h"
@@ -51,7 +52,7 @@ TEST(SdkInstall, AnOutOfTreeGroupLibraryBuiltAgainstTheInstalledSdkIsServedByThe
 
   // Out of tree: only the installed SDK, found through CMAKE_PREFIX_PATH.
   const std::string build = work.path() + "/echo-build";
-  ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "-S", std::string(CSI_PROXY_SOURCE_DIR) + "/sdk/examples/echo", "-B",
+  ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "-S", csi_proxy::testing::SourceDir() + "/sdk/examples/echo", "-B",
                                  build, "-DCMAKE_PREFIX_PATH=" + prefix, "-DCMAKE_BUILD_TYPE=Release"}));
   ASSERT_NO_FATAL_FAILURE(RunOk({"/usr/bin/cmake", "--build", build, "-j2"}));
   ASSERT_TRUE(fs::exists(build + "/libcsi-proxy-echo.so"));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "build_tree.h"
 #include "block_device_scan_linux.h"
 #include "temp_dir.h"
 
@@ -87,7 +88,7 @@ class RecordedDisks {
  public:
   // The fixture directory of the recorded disk `disk` ("scsi-naa-lun3").
   static std::string Fixture(const std::string& disk) {
-    return std::string(CSI_PROXY_SOURCE_DIR) + "/tests/plugins/common/disk_identities/" + disk;
+    return csi_proxy::testing::SourceDir() + "/tests/plugins/common/disk_identities/" + disk;
   }
   static std::string ReadFixture(const std::string& disk, const std::string& file) {
     std::ifstream in(Fixture(disk) + "/" + file, std::ios::binary);
