@@ -237,9 +237,16 @@ StatusOr<std::shared_ptr<GroupRuntime>> LoadGroup(const runner_proto::Start& sta
   group.isolation = Isolation::kInProcess;  // here it is
   group.key_lines.clear();
   for (const auto& [key, line] : start.key_lines()) group.key_lines[key] = line;
+  // The process the filter keeps the group from signalling: the host, which is the runner's parent unless the host
+  // is gone (then the kernel's PR_SET_PDEATHSIG ends the runner anyway).
+  if (start.host_pid() <= 0 || start.host_pid() != getppid()) {
+    return Status(Code::kFailedPrecondition, "the runner of group '" + name + "' was started by pid " +
+                                                 std::to_string(getppid()) + ", not by the host (pid " +
+                                                 std::to_string(start.host_pid()) + ")");
+  }
   // What the group may do (isolation/privileges.h), before its library is loaded, so that not even its
   // constructors run with more; the runner is still single-threaded here.
-  CSI_PROXY_RETURN_IF_ERROR(ApplyGroupPrivileges(group.privileges));
+  CSI_PROXY_RETURN_IF_ERROR(ApplyGroupPrivileges(group.privileges, static_cast<pid_t>(start.host_pid())));
   return GroupRuntime::Load(group, config, EndpointRegistry{});
 }
 

@@ -166,7 +166,44 @@ struct FilterRelease {
   void operator()(void* ctx) const { seccomp_release(ctx); }
 };
 
-Status LoadSystemCallFilter() {
+// A pid is a 32-bit int in a 64-bit register whose upper half the kernel ignores and a caller may fill with
+// anything: every comparison looks at the lower half only.
+constexpr uint64_t kPidBits = 0xffffffff;
+constexpr uint64_t kNegativePid = 0x80000000;
+
+uint64_t PidBits(pid_t pid) { return static_cast<uint32_t>(pid); }
+
+// The signals privileges.h lists: to `host` (a pid the caller's parent had when it was started), to everyone and
+// to another process group.
+Status RefuseSignalsBeyondOwnProcesses(void* filter, pid_t host) {
+  const auto refuse = [&](const char* call, int number, unsigned count, scmp_arg_cmp cmp) {
+    const int rc = count == 0 ? seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 0)
+                              : seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 1, cmp);
+    return rc == 0 ? Status::Ok() : Internal(Errno(std::string("seccomp_rule_add ") + call, -rc));
+  };
+  if (host > 0) {
+    const scmp_arg_cmp is_host = SCMP_A0(SCMP_CMP_MASKED_EQ, kPidBits, PidBits(host));
+    // The first argument is the process (tgkill's and rt_tgsigqueueinfo's thread group) in each.
+    CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), 1, is_host));
+    CSI_PROXY_RETURN_IF_ERROR(refuse("tgkill", SCMP_SYS(tgkill), 1, is_host));
+    CSI_PROXY_RETURN_IF_ERROR(refuse("rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), 1, is_host));
+    CSI_PROXY_RETURN_IF_ERROR(refuse("rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), 1, is_host));
+    CSI_PROXY_RETURN_IF_ERROR(refuse("pidfd_open", SCMP_SYS(pidfd_open), 1, is_host));
+  }
+  // tkill names a thread without its process, so a thread of the host could be named; glibc uses tgkill.
+  CSI_PROXY_RETURN_IF_ERROR(refuse("tkill", SCMP_SYS(tkill), 0, {}));
+  // kill with a negative pid other than minus the caller's own group: -1 (everyone the caller may signal) or
+  // another group. libseccomp compares an argument once per rule, so "negative and not our group" is written as
+  // one rule per bit: negative, and that bit differs from our group's.
+  const uint64_t own_group = PidBits(-getpgrp());
+  for (uint64_t bit = 1; bit < kNegativePid; bit <<= 1) {
+    CSI_PROXY_RETURN_IF_ERROR(refuse(
+        "kill", SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kNegativePid | bit, kNegativePid | (~own_group & bit))));
+  }
+  return Status::Ok();
+}
+
+Status LoadSystemCallFilter(pid_t host) {
   std::unique_ptr<void, FilterRelease> filter(seccomp_init(SCMP_ACT_ALLOW));
   if (!filter) return Internal("seccomp_init failed");
   for (std::string_view name : RefusedSystemCalls()) {
@@ -177,6 +214,7 @@ Status LoadSystemCallFilter() {
       return Internal(Errno("seccomp_rule_add " + std::string(name), -rc));
     }
   }
+  CSI_PROXY_RETURN_IF_ERROR(RefuseSignalsBeyondOwnProcesses(filter.get(), host));
   if (int rc = seccomp_load(filter.get()); rc != 0) return Internal(Errno("loading the seccomp filter", -rc));
   return Status::Ok();
 }
@@ -185,7 +223,7 @@ Status LoadSystemCallFilter() {
 
 bool SanitizerBuildRelaxesPrivileges() { return kSanitizerBuild; }
 
-Status ApplyGroupPrivileges(const GroupPrivileges& p) {
+Status ApplyGroupPrivileges(const GroupPrivileges& p, pid_t host) {
   CSI_PROXY_RETURN_IF_ERROR(RequireSingleThread());
   CSI_PROXY_RETURN_IF_ERROR(RequireHeld(p));
   CSI_PROXY_RETURN_IF_ERROR(RequireLimitsWithin(p));
@@ -193,7 +231,7 @@ Status ApplyGroupPrivileges(const GroupPrivileges& p) {
   CSI_PROXY_RETURN_IF_ERROR(SwitchAccount(p));
   CSI_PROXY_RETURN_IF_ERROR(SetCapabilities(p));
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Internal(Errno("PR_SET_NO_NEW_PRIVS", errno));
-  return LoadSystemCallFilter();
+  return LoadSystemCallFilter(host);
 }
 
 }  // namespace csi_proxy::host

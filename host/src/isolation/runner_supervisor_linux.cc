@@ -1,6 +1,6 @@
 // The runner of an isolated group on Linux: fork and exec of csi-proxy-runner on a socket pair (the only
-// descriptor it inherits, as 3), with a scrubbed environment, killed by the kernel if the host goes
-// (PR_SET_PDEATHSIG), watched through its pidfd and reaped by its own pid. See runner_supervisor.h.
+// descriptor it inherits, as 3), with a scrubbed environment, in a session of its own, killed by the kernel if the host
+// goes (PR_SET_PDEATHSIG), watched through its pidfd and reaped by its own pid. See runner_supervisor.h.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +26,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "abi/line_budget.h"
 #include "config/trusted_files.h"
 #include "isolation/runner_protocol.h"
 #include "isolation/runner_supervisor.h"
@@ -152,6 +153,7 @@ runner_proto::Start StartMessage(const GroupConfig& group, const HostConfig& hos
   start.set_log_level(host.log_level);
   start.set_check_only(host.check_only);
   start.set_allow_untrusted_files(UntrustedFilesAllowed());
+  start.set_host_pid(getpid());
   return start;
 }
 
@@ -196,6 +198,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         restart_limit_(group.restart_limit),
         restart_window_(std::chrono::seconds(group.restart_window_seconds)),
         hang_restart_(std::chrono::seconds(group.hang_restart_seconds)),
+        max_unsent_bytes_(std::max<size_t>(kMaxUnsentBytes, static_cast<size_t>(group.max_request_bytes))),
         load_timeout_(host.load_timeout),
         wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
         epoll_(epoll_create1(EPOLL_CLOEXEC)) {
@@ -233,6 +236,17 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       std::string why = down_reason_;
       lock.unlock();
       call->Complete(CSI_PROXY_STATUS_UNAVAILABLE, why, {});
+      return;
+    }
+    if (out_.size() + call->request().size() > max_unsent_bytes_) {
+      // The runner takes no more (its reading thread is stuck, in a NONBLOCKING handler that blocks): the calls
+      // sent meanwhile would grow this buffer without bound. Counted with the refusals of the group's budget.
+      ++refused_before_;
+      const std::string why = "group '" + group_ + "': its runner has not taken the " + std::to_string(out_.size()) +
+                              " bytes of calls sent to it, and at most " + std::to_string(max_unsent_bytes_) +
+                              " may wait (is a handler blocking the runner's reading thread?)";
+      lock.unlock();
+      call->Complete(CSI_PROXY_STATUS_RESOURCE_EXHAUSTED, why, {});
       return;
     }
     const uint64_t id = ++next_id_;
@@ -345,6 +359,15 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   static constexpr std::chrono::microseconds kSpinBound{50};
   // What one read of the runner's socket takes at most.
   static constexpr size_t kRead = 64 * 1024;
+  // What the host writes of a runner's words (runner_protocol.h's PrintableRunnerText): the code its library ran
+  // when it crashed (the runner sends at most 120 bytes), its library's refusal; and how many of its log lines a
+  // second (a runner cannot flood the host's log and disk).
+  static constexpr size_t kMaxCrashWork = 120;
+  static constexpr size_t kMaxLoadFailure = 4096;
+  static constexpr size_t kRunnerLogBurst = 200;
+  // The calls sent that the runner's socket has not taken, in bytes, at most (or max_request_bytes if larger): as
+  // much as the group's queue in the runner holds (serving/group_executor.h's max_queued_bytes).
+  static constexpr size_t kMaxUnsentBytes = 16 * 1024 * 1024;
 
   // The socket's reader: one thread at a time reads the socket and handles what it brings, the supervisor's (the
   // default) or one that sent a call and waits for its answer (`awaiting`, AwaitAnswer). While the latter reads,
@@ -477,6 +500,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);  // the host went between fork and prctl
+      // A session (and process group) of its own: a library's kill(0, ...) or killpg(getpgrp(), ...), the usual
+      // way to stop the programs it ran, then reaches only the runner and its children, never the host; and a
+      // stop sent to the terminal's process group (Ctrl-C) does not reach it either. PR_SET_PDEATHSIG stays.
+      if (setsid() < 0) _exit(127);
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
@@ -574,11 +601,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
 
   void TakeUsage(const runner_proto::Usage& usage) {
     std::lock_guard lock(mu_);
-    budget_.running = usage.running();
+    // The runner's word, shown by the status and the metrics: no negative count, and no answer to a question not
+    // asked (a forged seq would make every later Budget take the old numbers without waiting).
+    budget_.running = std::max(0, usage.running());
     budget_.queued = usage.queued();
     budget_.refused = usage.refused();
-    budget_.threads = usage.threads();
-    budget_answered_ = std::max(budget_answered_, usage.seq());
+    budget_.threads = std::max(0, usage.threads());
+    budget_answered_ = std::max(budget_answered_, std::min(usage.seq(), budget_asked_));
     budget_cv_.notify_all();
   }
 
@@ -722,15 +751,19 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       if (m.has_completion()) {
         if (m.completion().id() == awaited) answers->came = true;
         if (CallHandle call = TakeCall(m.completion().id())) {
+          // A code gRPC does not have is UNKNOWN to its clients anyway: said so here, as a status they can read.
+          if (m.completion().code() < CSI_PROXY_STATUS_OK || m.completion().code() > CSI_PROXY_STATUS_UNAUTHENTICATED) {
+            m.mutable_completion()->set_code(CSI_PROXY_STATUS_UNKNOWN);
+          }
           answers->calls.emplace_back(std::move(call), std::move(*m.mutable_completion()));
         }
       } else if (m.has_usage()) {
         TakeUsage(m.usage());
       } else if (m.has_crashing()) {
         std::lock_guard lock(mu_);
-        crash_work_ = m.crashing().work();
+        crash_work_ = PrintableRunnerText(m.crashing().work(), kMaxCrashWork);
       } else if (m.has_log()) {
-        spdlog::log(LevelOf(m.log().level()), "{}", m.log().text());
+        LogFromRunner(m.log());
       } else if (handshake != nullptr && m.has_ready() && !handshake->ready) {
         if (Status accepted = Accept(m.ready(), handshake->first); !accepted.ok()) {
           return KillRunner(accepted.message());
@@ -738,12 +771,27 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         handshake->ready = true;
       } else if (handshake != nullptr && m.has_load_failed() && !handshake->ready) {
         std::lock_guard lock(mu_);
-        first_failure_ = Status(static_cast<Code>(m.load_failed().code()), m.load_failed().message());
+        const int code = m.load_failed().code();
+        first_failure_ = Status(
+            code > 0 && code <= static_cast<int>(Code::kUnauthenticated) ? static_cast<Code>(code) : Code::kUnknown,
+            PrintableRunnerText(m.load_failed().message(), kMaxLoadFailure));
         return "its library was refused: " + m.load_failed().message();
       } else {
         return KillRunner("the host killed it: it sent a message out of turn");
       }
     }
+  }
+
+  // A line of the runner's log, in the host's words (RunnerLogLine) and within the runner's line budget.
+  void LogFromRunner(const runner_proto::Log& log) {
+    const spdlog::level::level_enum level = LevelOf(log.level());
+    if (!spdlog::should_log(level)) return;
+    uint64_t not_logged = 0;
+    if (!log_budget_.Allow({}, not_logged)) return;
+    spdlog::log(level, "{}{}", RunnerLogLine(group_, log.text()),
+                not_logged == 0 ? ""
+                                : " (" + std::to_string(not_logged) + " lines of the runner before this one were not " +
+                                      "logged: more than " + std::to_string(kRunnerLogBurst) + " a second)");
   }
 
   // Kills the runner that serves now; `why` is what Serve reports (the first reason given).
@@ -876,6 +924,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   const int restart_limit_;
   const std::chrono::seconds restart_window_;
   const std::chrono::seconds hang_restart_;
+  const size_t max_unsent_bytes_;
   const std::chrono::seconds load_timeout_;
   Fd wake_;
   Fd epoll_;  // the supervisor's thread waits on wake_ and the runner's socket
@@ -904,12 +953,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   const std::shared_ptr<CancelInbox> cancels_ = std::make_shared<CancelInbox>();
   std::condition_variable budget_cv_;
   RunnerBudget budget_;          // as the runner serving now said last
-  uint64_t refused_before_ = 0;  // by the runners that ended
+  uint64_t refused_before_ = 0;  // by the runners that ended, and by the host while a runner took no more calls
   uint64_t budget_asked_ = 0, budget_answered_ = 0;
   uint64_t next_id_ = 0;
   uint64_t restarts_ = 0;
   std::string last_exit_;
   std::string crash_work_;  // what the runner's library ran when it crashed, as the runner's signal handler said
+  LineBudget log_budget_{kRunnerLogBurst, std::chrono::seconds(1)};  // the runner's log lines; the reader role's
   bool stopping_ = false;
   SteadyClock::time_point stop_deadline_;
   std::function<void(bool)> listener_;
