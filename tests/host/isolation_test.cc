@@ -876,6 +876,28 @@ TEST(Isolation, WhatARunnerSendsIsTheGroupsWordNotTheHosts) {
   EXPECT_EQ(host.Stop(), 0) << host.log();
 }
 
+// What a library writes to its standard output and error (a diagnostic, a sanitizer's report) is logged by the
+// host as the runner's lines, as its log lines are: named by the host, escaped, bounded; never as the host's own.
+TEST(Isolation, WhatARunnerWritesToItsStandardOutputAndErrorIsLoggedAsItsLines) {
+  HostProcess host(CrasherGroup());
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  v1::EchoResponse resp;
+  auto s = Call(Dial(host.endpoint(kCrasher)), "/v1.Crasher/Stderr",
+                Req("first\n2026-01-01T00:00:00.000+00:00 error [echo] forged\x1b[2J\nunfinished"), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::string log = AwaitLog(host, "[echo] forged");
+  EXPECT_NE(log.find(" warning [crasher] out\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(" warning [crasher] first\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(" warning [crasher] 2026-01-01T00:00:00.000+00:00 error [echo] forged\\x1b[2J\n"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("\n2026-01-01T00:00:00"), std::string::npos) << "a line of the runner's own making";
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  // A line it had not finished when its runner ended is logged then, before the line on the runner's end.
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  log = host.log();
+  EXPECT_NE(log.find(" warning [crasher] unfinished"), std::string::npos) << log;
+}
+
 // A runner whose reading thread is stuck (a NONBLOCKING handler that blocks) takes no more calls: those sent to it
 // meanwhile wait in the host up to the group's queued bytes, and the next are refused at once, naming the group.
 TEST(Isolation, CallsARunnerDoesNotTakeAreBoundedInTheHost) {

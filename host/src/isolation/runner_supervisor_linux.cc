@@ -465,6 +465,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     pid_t pid = 0;
     Fd pidfd;
     Fd sock;
+    Fd output;  // the read end of the runner's standard output and error
   };
 
   // Runs on the supervisor's thread: PR_SET_PDEATHSIG is tied to the thread that forks, and this one lives until
@@ -480,8 +481,16 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     // Above 3, so that the child's dup2 onto 0 and 3 cannot overwrite one of them.
     Fd theirs(fcntl(theirs_low.get(), F_DUPFD_CLOEXEC, 10));
     Fd exe_fd(fcntl(static_cast<int>(exe.handle()), F_DUPFD_CLOEXEC, 10));
+    // Its standard output and error are a pipe the host reads and logs as the runner's log lines
+    // (LogRunnerOutput), not the host's own: what a library writes there would otherwise pass for the host's lines,
+    // unescaped and unbounded (the journal even gives them the host's pid).
+    int output[2];
+    if (pipe2(output, O_CLOEXEC) != 0) return Internal(std::string("pipe2: ") + std::strerror(errno));
+    Fd output_read(output[0]);
+    Fd output_write_low(output[1]);
+    Fd output_write(fcntl(output_write_low.get(), F_DUPFD_CLOEXEC, 10));
     Fd devnull(fcntl(Fd(open("/dev/null", O_RDWR | O_CLOEXEC)).get(), F_DUPFD_CLOEXEC, 10));
-    if (theirs.get() < 0 || exe_fd.get() < 0 || devnull.get() < 0) {
+    if (theirs.get() < 0 || exe_fd.get() < 0 || devnull.get() < 0 || output_write.get() < 0) {
       return Internal(std::string("preparing the runner's descriptors: ") + std::strerror(errno));
     }
     // Everything the child uses is made before the fork: between fork and exec it may only make system calls.
@@ -507,7 +516,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
-      if (dup2(devnull.get(), 0) < 0 || dup2(theirs.get(), 3) < 0) _exit(127);
+      if (dup2(devnull.get(), 0) < 0 || dup2(output_write.get(), 1) < 0 || dup2(output_write.get(), 2) < 0 ||
+          dup2(theirs.get(), 3) < 0) {
+        _exit(127);
+      }
       // Every other descriptor goes at the exec (the executable's own is needed until then); a kernel before 5.11
       // has no CLOSE_RANGE_CLOEXEC, and then they are closed one by one.
       if (syscall(SYS_close_range, 4u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
@@ -530,8 +542,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     s.pid = pid;
     s.pidfd = Fd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
     s.sock = std::move(mine);
-    int flags = fcntl(s.sock.get(), F_GETFL);
-    fcntl(s.sock.get(), F_SETFL, flags | O_NONBLOCK);
+    s.output = std::move(output_read);
+    for (int fd : {s.sock.get(), s.output.get()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return s;
   }
 
@@ -639,7 +651,11 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       epoll_event e{};
       e.events = watched_ = EPOLLIN | EPOLLOUT;
       e.data.fd = sock_;
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_, &e) != 0) {
+      epoll_event output{};
+      output.events = EPOLLIN;
+      output.data.fd = s.output.get();
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_, &e) != 0 ||
+          epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s.output.get(), &output) != 0) {
         kill(s.pid, SIGKILL);
         return std::string("epoll: ") + std::strerror(errno);
       }
@@ -652,8 +668,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         self.reader_free_cv_.wait(lock, [&] { return !self.reading_; });
         epoll_ctl(self.epoll_.get(), EPOLL_CTL_DEL, self.sock_, nullptr);
         self.sock_ = -1;
+        epoll_ctl(self.epoll_.get(), EPOLL_CTL_DEL, output, nullptr);  // read to its end once the runner is reaped
       }
-    } unwatch{*this};
+      const int output;
+    } unwatch{*this, s.output.get()};
     Handshake handshake{false, first};
     auto last_hang_check = SteadyClock::now();
     for (;;) {
@@ -663,14 +681,21 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         FlushLocked();
         WatchSocketLocked();
       }
-      epoll_event events[2];
-      const int n = epoll_wait(epoll_.get(), events, 2, 200);
+      epoll_event events[3];
+      const int n = epoll_wait(epoll_.get(), events, 3, 200);
       if (n < 0 && errno != EINTR) return std::string("epoll_wait: ") + std::strerror(errno);
       uint32_t socket_events = 0;
       for (int i = 0; i < n; ++i) {
         if (events[i].data.fd == wake_.get()) {
           uint64_t count;
           (void)!read(wake_.get(), &count, sizeof count);
+        } else if (events[i].data.fd == s.output.get()) {
+          // One read a turn, so that a runner writing without end holds nothing else up; at its end (all writers
+          // gone: the runner and the programs it ran), it is no longer watched.
+          const ssize_t got = LogRunnerOutput(s.output.get());
+          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+            epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.output.get(), nullptr);
+          }
         } else {
           socket_events = events[i].events;
         }
@@ -763,7 +788,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         std::lock_guard lock(mu_);
         crash_work_ = PrintableRunnerText(m.crashing().work(), kMaxCrashWork);
       } else if (m.has_log()) {
-        LogFromRunner(m.log());
+        LogFromRunner(LevelOf(m.log().level()), m.log().text());
       } else if (handshake != nullptr && m.has_ready() && !handshake->ready) {
         if (Status accepted = Accept(m.ready(), handshake->first); !accepted.ok()) {
           return KillRunner(accepted.message());
@@ -783,15 +808,31 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   }
 
   // A line of the runner's log, in the host's words (RunnerLogLine) and within the runner's line budget.
-  void LogFromRunner(const runner_proto::Log& log) {
-    const spdlog::level::level_enum level = LevelOf(log.level());
+  void LogFromRunner(spdlog::level::level_enum level, std::string_view text) {
     if (!spdlog::should_log(level)) return;
     uint64_t not_logged = 0;
     if (!log_budget_.Allow({}, not_logged)) return;
-    spdlog::log(level, "{}{}", RunnerLogLine(group_, log.text()),
+    spdlog::log(level, "{}{}", RunnerLogLine(group_, text),
                 not_logged == 0 ? ""
                                 : " (" + std::to_string(not_logged) + " lines of the runner before this one were not " +
                                       "logged: more than " + std::to_string(kRunnerLogBurst) + " a second)");
+  }
+
+  // Reads what the runner's standard output and error hold now (one read) and logs each whole line at warn level;
+  // what the read returned (0: they ended). Only the supervisor's thread calls it.
+  ssize_t LogRunnerOutput(int fd) {
+    char buffer[kRead];
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n <= 0) return n;
+    output_line_.append(buffer, static_cast<size_t>(n));
+    size_t begin = 0;
+    for (size_t end; (end = output_line_.find('\n', begin)) != std::string::npos; begin = end + 1) {
+      LogFromRunner(spdlog::level::warn, std::string_view(output_line_).substr(begin, end - begin));
+    }
+    output_line_.erase(0, begin);
+    // A line without end is cut where a log line would be.
+    if (output_line_.size() > kMaxRunnerLogLine) LogFromRunner(spdlog::level::warn, std::exchange(output_line_, {}));
+    return n;
   }
 
   // Kills the runner that serves now; `why` is what Serve reports (the first reason given).
@@ -839,6 +880,11 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         auto handshake = first ? first_deadline_ : SteadyClock::now() + load_timeout_;
         why = Serve(*spawned, handshake, first);
         how = Reap(*spawned, std::chrono::seconds(2), !why.empty());
+        // What it wrote last (a sanitizer's report, glibc's word on a corrupt heap), ahead of the line on its end;
+        // a program it ran that lives on and keeps writing is not waited for.
+        for (int reads = 0; reads < 16 && LogRunnerOutput(spawned->output.get()) > 0; ++reads) {
+        }
+        if (!output_line_.empty()) LogFromRunner(spdlog::level::warn, std::exchange(output_line_, {}));
         std::lock_guard lock(mu_);
         if (!crash_work_.empty()) how += " while its library ran " + std::exchange(crash_work_, {});
       }
@@ -959,7 +1005,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   uint64_t restarts_ = 0;
   std::string last_exit_;
   std::string crash_work_;  // what the runner's library ran when it crashed, as the runner's signal handler said
-  LineBudget log_budget_{kRunnerLogBurst, std::chrono::seconds(1)};  // the runner's log lines; the reader role's
+  LineBudget log_budget_{kRunnerLogBurst, std::chrono::seconds(1)};  // the lines a runner makes the host write
+  std::string output_line_;  // the runner's standard output and error since their last whole line; Run's thread's
   bool stopping_ = false;
   SteadyClock::time_point stop_deadline_;
   std::function<void(bool)> listener_;
