@@ -833,34 +833,31 @@ TEST(Isolation, WhatARunnerSendsIsTheGroupsWordNotTheHosts) {
   EXPECT_EQ(forged.error_message(), "forged answer");
   const std::string log = AwaitLog(host, "after the flood");
 
-  const std::vector<std::string> forged_lines = LinesWith(log, "forged");
-  ASSERT_EQ(forged_lines.size(), 2u) << log;  // the forged line, and the host's line on the call's UNKNOWN
-  EXPECT_NE(forged_lines[0].find(" error [crasher] forged\\n2026-01-01T00:00:00.000+00:00 error [echo] a forged "
-                                 "line\\x1b[2J\\x9b"),
-            std::string::npos)
-      << forged_lines[0];
+  auto only = [](const std::vector<std::string>& lines) { return lines.size() == 1 ? lines[0] : std::string(); };
+  const std::string forged_line = only(LinesWith(log, "a forged line"));
+  EXPECT_EQ(forged_line,
+            " error [crasher] forged\\n2026-01-01T00:00:00.000+00:00 error [echo] a forged line\\x1b[2J\\x9b")
+      << log;
   EXPECT_EQ(log.find("\n2026-01-01T00:00:00"), std::string::npos) << "a line of the runner's own making";
   EXPECT_EQ(log.find('\x1b'), std::string::npos);
   EXPECT_NE(log.find("[crasher] [echo] posing"), std::string::npos) << log;  // the well-behaved prefix once only
-  const std::vector<std::string> long_lines = LinesWith(log, "long xxx");
-  ASSERT_EQ(long_lines.size(), 1u);
-  EXPECT_LT(long_lines[0].size(), 2200u);
-  EXPECT_NE(long_lines[0].find("... (100005 bytes)"), std::string::npos) << long_lines[0].substr(2000);
+  const std::string long_line = only(LinesWith(log, "long xxx"));
+  EXPECT_LT(long_line.size(), 2200u);
+  EXPECT_NE(long_line.find("... (100005 bytes)"), std::string::npos) << long_line.substr(0, 100);
   // 200 lines a second: the flood's 1000 came at once, so one second's worth, or two when a second ended amid it.
   const size_t flood = LinesWith(log, "[crasher] flood ").size();
   EXPECT_GE(flood, 100u);
   EXPECT_LE(flood, 400u);
-  const std::vector<std::string> after = LinesWith(log, "after the flood");
-  ASSERT_EQ(after.size(), 1u) << log;
-  EXPECT_NE(after[0].find("lines of the runner before this one were not logged: more than 200 a second"),
+  const std::string after = only(LinesWith(log, "after the flood"));
+  EXPECT_NE(after.find("lines of the runner before this one were not logged: more than 200 a second"),
             std::string::npos)
-      << after[0];
+      << after;
 
-  // The Usage's negative counts and its queued 12345, which answered a question never asked: the status asks the
-  // runner and shows what it says.
-  admin::v1::GroupStatus status =
-      AwaitStatus(host, "crasher", [](const auto& g) { return g.running() == 0 && g.queued() == 0; });
-  EXPECT_EQ(status.running(), 0);
+  // The Usage's negative counts and its queued 12345 answered a question never asked: the status asks the runner
+  // and shows what it answers (the Forge handler may be returning still).
+  admin::v1::GroupStatus status = StatusOf(host, "crasher");
+  EXPECT_GE(status.running(), 0);
+  EXPECT_LE(status.running(), 1);
   EXPECT_EQ(status.queued(), 0);
   EXPECT_EQ(CrasherPid(crasher), runner) << "the runner serves on";
   auto echo = Call(Dial(host.endpoint(kEcho)), "/v1.Echo/Echo", Req("ping"), &resp);
@@ -888,7 +885,8 @@ TEST(Isolation, WhatARunnerWritesToItsStandardOutputAndErrorIsLoggedAsItsLines) 
   std::string log = AwaitLog(host, "[echo] forged");
   EXPECT_NE(log.find(" warning [crasher] out\n"), std::string::npos) << log;
   EXPECT_NE(log.find(" warning [crasher] first\n"), std::string::npos) << log;
-  EXPECT_NE(log.find(" warning [crasher] 2026-01-01T00:00:00.000+00:00 error [echo] forged\\x1b[2J\n"), std::string::npos)
+  EXPECT_NE(log.find(" warning [crasher] 2026-01-01T00:00:00.000+00:00 error [echo] forged\\x1b[2J\n"),
+            std::string::npos)
       << log;
   EXPECT_EQ(log.find("\n2026-01-01T00:00:00"), std::string::npos) << "a line of the runner's own making";
   EXPECT_EQ(log.find('\x1b'), std::string::npos);
