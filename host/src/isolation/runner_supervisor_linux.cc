@@ -1,6 +1,7 @@
-// The runner of an isolated group on Linux: fork and exec of csi-proxy-runner on a socket pair (the only
-// descriptor it inherits, as 3), with a scrubbed environment, in a session of its own, killed by the kernel if the host
-// goes (PR_SET_PDEATHSIG), watched through its pidfd and reaped by its own pid. See runner_supervisor.h.
+// The runner of an isolated group on Linux: fork and exec of csi-proxy-runner on a socket pair (as descriptor 3)
+// and a pipe for its standard output and error (the only descriptors it inherits), with a scrubbed environment, in
+// a session of its own, killed by the kernel if the host goes (PR_SET_PDEATHSIG), watched through its pidfd and
+// reaped by its own pid. See runner_supervisor.h.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
