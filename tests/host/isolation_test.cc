@@ -424,9 +424,9 @@ TEST(Isolation, ALibraryThatSignalsItsProcessGroupEndsOnlyItsRunner) {
 }
 
 // A runner runs as root unless `user` says otherwise, and root may signal every root process without CAP_KILL: the
-// filter refuses its signals to the host, to every process at once and to other process groups, and leaves its own
-// group alone (isolation/privileges.h). Signal 0 sends nothing.
-TEST(Isolation, AnIsolatedGroupCannotSignalTheHostNorEveryoneNorAnotherProcessGroup) {
+// filter refuses its signals to the host, to the host's process group and to every process at once, and leaves its
+// own group, its children and their groups alone (isolation/privileges.h). Signal 0 sends nothing.
+TEST(Isolation, AnIsolatedGroupCannotSignalTheHostItsGroupNorEveryone) {
   HostProcess host(CrasherGroup());
   ASSERT_TRUE(host.Start({kCrasher})) << host.error();
   v1::EchoResponse resp;
@@ -435,7 +435,7 @@ TEST(Isolation, AnIsolatedGroupCannotSignalTheHostNorEveryoneNorAnotherProcessGr
   EXPECT_EQ(resp.text(),
             "kill_parent=EPERM;kill_parent_high_bits=EPERM;kill_everyone=EPERM;kill_parents_group=EPERM;"
             "tgkill_parent=EPERM;rt_sigqueueinfo_parent=EPERM;pidfd_open_parent=EPERM;tkill_self=EPERM;"
-            "kill_own_group=ok;killpg_own_group=ok;kill_self=ok");
+            "kill_own_group=ok;killpg_own_group=ok;kill_self=ok;kill_childs_group=ok");
   EXPECT_EQ(host.Stop(), 0) << host.log();
 }
 
@@ -784,8 +784,8 @@ TEST(Isolation, AnUpgradeStartsTheNewRunnerBeforeTheOldOneDrains) {
   EXPECT_TRUE(Gone(old_runner[0]));
 }
 
-// systemd stops a service by sending SIGTERM to each of its processes, and Ctrl-C reaches the whole process group:
-// the runners leave their stop to the host, which drains their calls first.
+// systemd stops a service by sending SIGTERM to each of its processes (its cgroup's, the runners' included): the
+// runners leave their stop to the host, which drains their calls first.
 TEST(Isolation, ARunnerLeavesAServiceWideStopSignalToTheHost) {
   HostProcess host(CrasherGroup());
   ASSERT_TRUE(host.Start({kCrasher})) << host.error();

@@ -19,11 +19,11 @@ namespace csi_proxy::host {
 //  4. PR_SET_NO_NEW_PRIVS: no program it runs gains privileges through setuid bits or file capabilities;
 //  5. a seccomp filter refusing RefusedSystemCalls() with EPERM (calls of a foreign ABI, 32-bit x86 or x32,
 //     kill the process), and, with EPERM too, a signal to `host` (kill, tgkill, rt_sigqueueinfo,
-//     rt_tgsigqueueinfo, or a pidfd_open of it for pidfd_send_signal), to every process at once (kill(-1)) or to a
-//     process group other than the caller's own (kill with a negative pid), and tkill, which nothing modern uses.
-//     The caller's own process, threads, group (kill(0), killpg(getpgrp())) and children stay reachable: glibc's
-//     raise, abort and pthread_kill, and a library stopping the programs it ran, need them. The runner leads a
-//     session of its own (the host starts it so), so its group holds only itself and its children.
+//     rt_tgsigqueueinfo, or a pidfd_open of it for pidfd_send_signal), to its process group (kill(-pgid)) or to
+//     every process at once (kill(-1)), and tkill, which nothing modern uses. The caller's own process, threads and
+//     group, its children and their groups stay reachable: glibc's raise, abort and pthread_kill, kill(0, ...), and
+//     a library stopping the programs it ran (by pid or by their own group) need them. The runner leads a session
+//     of its own (the host starts it so), so that its group holds only itself and its children.
 // Checks first, changing nothing on failure, that the process is single-threaded (credentials and capabilities
 // belong to a thread) and holds every capability asked for plus those the steps need (CAP_SETPCAP, CAP_SETGID,
 // and CAP_SETUID to switch users) and that no limit is above its own hard limit: FAILED_PRECONDITION naming what

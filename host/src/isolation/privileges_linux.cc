@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 namespace csi_proxy::host {
 namespace {
@@ -168,37 +169,31 @@ struct FilterRelease {
 
 // A pid is a 32-bit int in a 64-bit register whose upper half the kernel ignores and a caller may fill with
 // anything: every comparison looks at the lower half only.
-constexpr uint64_t kPidBits = 0xffffffff;
-constexpr uint64_t kNegativePid = 0x80000000;
+scmp_arg_cmp FirstArgumentIs(pid_t pid) { return SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<uint32_t>(pid)); }
 
-uint64_t PidBits(pid_t pid) { return static_cast<uint32_t>(pid); }
-
-// The signals privileges.h lists: to `host` (a pid the caller's parent had when it was started), to everyone and
-// to another process group.
-Status RefuseSignalsBeyondOwnProcesses(void* filter, pid_t host) {
-  const auto refuse = [&](const char* call, int number, unsigned count, scmp_arg_cmp cmp) {
-    const int rc = count == 0 ? seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 0)
-                              : seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 1, cmp);
+// The signals privileges.h lists: to `host`, to its process group and to everyone at once.
+Status RefuseSignalsToTheHost(void* filter, pid_t host) {
+  const auto refuse = [&](const char* call, int number, std::optional<scmp_arg_cmp> cmp) {
+    const int rc = cmp ? seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 1, *cmp)
+                       : seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 0);
     return rc == 0 ? Status::Ok() : Internal(Errno(std::string("seccomp_rule_add ") + call, -rc));
   };
-  if (host > 0) {
-    const scmp_arg_cmp is_host = SCMP_A0(SCMP_CMP_MASKED_EQ, kPidBits, PidBits(host));
-    // The first argument is the process (tgkill's and rt_tgsigqueueinfo's thread group) in each.
-    CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), 1, is_host));
-    CSI_PROXY_RETURN_IF_ERROR(refuse("tgkill", SCMP_SYS(tgkill), 1, is_host));
-    CSI_PROXY_RETURN_IF_ERROR(refuse("rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), 1, is_host));
-    CSI_PROXY_RETURN_IF_ERROR(refuse("rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), 1, is_host));
-    CSI_PROXY_RETURN_IF_ERROR(refuse("pidfd_open", SCMP_SYS(pidfd_open), 1, is_host));
-  }
+  // kill(-1): every process the caller may signal, which for root without CAP_KILL is every root process.
+  CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-1)));
   // tkill names a thread without its process, so a thread of the host could be named; glibc uses tgkill.
-  CSI_PROXY_RETURN_IF_ERROR(refuse("tkill", SCMP_SYS(tkill), 0, {}));
-  // kill with a negative pid other than minus the caller's own group: -1 (everyone the caller may signal) or
-  // another group. libseccomp compares an argument once per rule, so "negative and not our group" is written as
-  // one rule per bit: negative, and that bit differs from our group's.
-  const uint64_t own_group = PidBits(-getpgrp());
-  for (uint64_t bit = 1; bit < kNegativePid; bit <<= 1) {
-    CSI_PROXY_RETURN_IF_ERROR(refuse(
-        "kill", SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kNegativePid | bit, kNegativePid | (~own_group & bit))));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("tkill", SCMP_SYS(tkill), std::nullopt));
+  if (host <= 0) return Status::Ok();
+  // The first argument is the process (tgkill's and rt_tgsigqueueinfo's thread group) in each.
+  CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("tgkill", SCMP_SYS(tgkill), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("pidfd_open", SCMP_SYS(pidfd_open), FirstArgumentIs(host)));
+  // Its process group (the host's other children's, when the host does not lead one; never the caller's, which
+  // leads a session of its own). Other groups stay reachable: the shipped groups start each program they run in a
+  // group of its own and stop it with kill(-pid) (plugins/common/run_program_linux.cc).
+  if (const pid_t host_group = getpgid(host); host_group > 1 && host_group != getpgrp()) {
+    CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-host_group)));
   }
   return Status::Ok();
 }
@@ -214,7 +209,7 @@ Status LoadSystemCallFilter(pid_t host) {
       return Internal(Errno("seccomp_rule_add " + std::string(name), -rc));
     }
   }
-  CSI_PROXY_RETURN_IF_ERROR(RefuseSignalsBeyondOwnProcesses(filter.get(), host));
+  CSI_PROXY_RETURN_IF_ERROR(RefuseSignalsToTheHost(filter.get(), host));
   if (int rc = seccomp_load(filter.get()); rc != 0) return Internal(Errno("loading the seccomp filter", -rc));
   return Status::Ok();
 }

@@ -253,10 +253,10 @@ TEST_F(Privileges, TheFilterRefusesKexecModulesRebootAndPtraceEvenWithTheirCapab
   EXPECT_EQ(report["getpid"], "ok");
 }
 
-// The signals a runner running as root may send without CAP_KILL (to every process of its uid): its host, every
-// process at once and another process group are refused; its own process, threads, group and children are not,
-// so that raise, abort, pthread_kill and a library stopping the programs it ran keep working. Signal 0 probes the
-// right to signal and sends nothing.
+// The signals a runner running as root may send without CAP_KILL (to every process of its uid): its host, the
+// host's process group and every process at once are refused; its own process, threads, group, children and their
+// groups are not, so that raise, abort, pthread_kill and a library stopping the programs it ran keep working. Signal 0
+// probes the right to signal and sends nothing.
 TEST_F(Privileges, TheFilterRefusesSignalsToTheHostEveryoneAndOtherGroupsButNotToItsOwnProcesses) {
   const pid_t test_group = getpgrp();
   Report report = InChild(
@@ -302,6 +302,17 @@ TEST_F(Privileges, TheFilterRefusesSignalsToTheHostEveryoneAndOtherGroupsButNotT
         int status = 0;
         waitpid(sleeper, &status, 0);
         r["child ended by"] = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : "exit";
+        // A program in a group of its own, stopped with its group, as the shipped groups' RunProgram does.
+        const pid_t leader = fork();
+        if (leader == 0) {
+          setpgid(0, 0);
+          pause();
+          _exit(0);
+        }
+        setpgid(leader, leader);  // either side's call makes it so before the kill
+        r["kill a child's group"] = Outcome(kill(-leader, SIGKILL));
+        waitpid(leader, &status, 0);
+        r["child's group ended by"] = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : "exit";
         const pid_t aborter = fork();
         if (aborter == 0) {
           signal(SIGABRT, SIG_DFL);
@@ -322,11 +333,12 @@ TEST_F(Privileges, TheFilterRefusesSignalsToTheHostEveryoneAndOtherGroupsButNotT
     EXPECT_EQ(report[refused], "EPERM") << refused;
   }
   for (const char* allowed : {"kill 0", "killpg own group", "kill self", "tgkill own thread",
-                              "pthread_kill another thread", "raise", "kill child"}) {
+                              "pthread_kill another thread", "raise", "kill child", "kill a child's group"}) {
     EXPECT_EQ(report[allowed], "ok") << allowed;
   }
   EXPECT_EQ(report["caught"], "1");
   EXPECT_EQ(report["child ended by"], "KILL");
+  EXPECT_EQ(report["child's group ended by"], "KILL");
   EXPECT_EQ(report["aborting child ended by"], "ABRT");
   EXPECT_EQ(report.count("harness"), 0u) << report["harness"];
 }
