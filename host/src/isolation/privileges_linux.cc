@@ -189,9 +189,9 @@ Status RefuseSignalsToTheHost(void* filter, pid_t host) {
   CSI_PROXY_RETURN_IF_ERROR(refuse("rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), FirstArgumentIs(host)));
   CSI_PROXY_RETURN_IF_ERROR(refuse("rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), FirstArgumentIs(host)));
   CSI_PROXY_RETURN_IF_ERROR(refuse("pidfd_open", SCMP_SYS(pidfd_open), FirstArgumentIs(host)));
-  // Its process group (the host's other children's, when the host does not lead one; never the caller's, which
-  // leads a session of its own). Other groups stay reachable: the shipped groups start each program they run in a
-  // group of its own and stop it with kill(-pid) (plugins/common/run_program_linux.cc).
+  // The host's process group, which the caller is not in (a runner leads a session of its own). Other groups stay
+  // reachable: the shipped groups start each program they run in a group of its own and stop it with kill(-pid)
+  // (plugins/common/run_program_linux.cc).
   if (const pid_t host_group = getpgid(host); host_group > 1 && host_group != getpgrp()) {
     CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-host_group)));
   }
