@@ -237,9 +237,16 @@ StatusOr<std::shared_ptr<GroupRuntime>> LoadGroup(const runner_proto::Start& sta
   group.isolation = Isolation::kInProcess;  // here it is
   group.key_lines.clear();
   for (const auto& [key, line] : start.key_lines()) group.key_lines[key] = line;
+  // The process the filter keeps the group from signalling: the host, which is the runner's parent unless the host
+  // is gone (then the kernel's PR_SET_PDEATHSIG ends the runner anyway).
+  if (start.host_pid() <= 0 || start.host_pid() != getppid()) {
+    return Status(Code::kFailedPrecondition, "the runner of group '" + name + "' was started by pid " +
+                                                 std::to_string(getppid()) + ", not by the host (pid " +
+                                                 std::to_string(start.host_pid()) + ")");
+  }
   // What the group may do (isolation/privileges.h), before its library is loaded, so that not even its
   // constructors run with more; the runner is still single-threaded here.
-  CSI_PROXY_RETURN_IF_ERROR(ApplyGroupPrivileges(group.privileges));
+  CSI_PROXY_RETURN_IF_ERROR(ApplyGroupPrivileges(group.privileges, static_cast<pid_t>(start.host_pid())));
   return GroupRuntime::Load(group, config, EndpointRegistry{});
 }
 
@@ -441,7 +448,8 @@ int main(int argc, char** argv) {
   using namespace csi_proxy::host;
   prctl(PR_SET_NAME, "csi-proxy-run");  // the kernel names a process run from a descriptor by its number
   // The host stops its runners itself, after its calls drained: a stop sent to the whole service (systemd's
-  // SIGTERM to the unit's processes, Ctrl-C to the terminal's process group) must not end them first.
+  // SIGTERM to the unit's processes) must not end them first. (A terminal's Ctrl-C does not reach them: each runs
+  // in a session of its own.)
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
   std::string group;
   int fd = -1;

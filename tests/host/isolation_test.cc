@@ -399,6 +399,46 @@ TEST(Isolation, AnIsolatedGroupsAttemptBeyondItsPrivilegesFailsWithEperm) {
   EXPECT_EQ(resp.text(), "raw_socket=ok;reboot=EPERM;CapEff=0000000000402000");
 }
 
+// A library that stops the programs it ran by signalling its process group (kill(0, ...)) reaches only its own
+// runner and the runner's children: the runner leads a session of its own, never the host's process group.
+TEST(Isolation, ALibraryThatSignalsItsProcessGroupEndsOnlyItsRunner) {
+  HostProcess host(CrasherGroup() + "[groups.echo]\n");
+  ASSERT_TRUE(host.Start({kCrasher, kEcho})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t first = CrasherPid(crasher);
+  ASSERT_GT(first, 0);
+  ClientLoop others(host.endpoint(kEcho));
+  v1::EchoResponse resp;
+  auto killed = Call(crasher, "/v1.Crasher/KillGroup", Req(), &resp, milliseconds(15000));
+  EXPECT_EQ(killed.error_code(), grpc::StatusCode::UNAVAILABLE) << killed.error_message();
+  EXPECT_NE(killed.error_message().find("group 'crasher'"), std::string::npos) << killed.error_message();
+  EXPECT_NE(killed.error_message().find("killed by signal 15 (SIGTERM)"), std::string::npos) << killed.error_message();
+  EXPECT_GT(WaitForNewRunner(crasher, first, milliseconds(10000)), 0) << host.log();
+  std::this_thread::sleep_for(milliseconds(200));
+  others.Stop();
+  EXPECT_GT(others.calls(), 0);
+  EXPECT_EQ(others.failures(), 0) << others.last_failure();
+  ASSERT_TRUE(host.running()) << host.log();
+  EXPECT_EQ(host.log().find("received SIGTERM"), std::string::npos) << host.log();
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+}
+
+// A runner runs as root unless `user` says otherwise, and root may signal every root process without CAP_KILL: the
+// filter refuses its signals to the host, to the host's process group and to every process at once, and leaves its
+// own group, its children and their groups alone (isolation/privileges.h). Signal 0 sends nothing.
+TEST(Isolation, AnIsolatedGroupCannotSignalTheHostItsGroupNorEveryone) {
+  HostProcess host(CrasherGroup());
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  v1::EchoResponse resp;
+  auto s = Call(Dial(host.endpoint(kCrasher)), "/v1.Crasher/Signals", Req(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message() << host.log();
+  EXPECT_EQ(resp.text(),
+            "kill_parent=EPERM;kill_parent_high_bits=EPERM;kill_everyone=EPERM;kill_parents_group=EPERM;"
+            "tgkill_parent=EPERM;rt_sigqueueinfo_parent=EPERM;pidfd_open_parent=EPERM;tkill_self=EPERM;"
+            "kill_own_group=ok;killpg_own_group=ok;kill_self=ok;kill_childs_group=ok");
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+}
+
 // Protobuf's encoding of a message whose field 1 is the string `value` (the filesystem and system groups' requests
 // used here have that one field).
 std::string StringField1(const std::string& value) {
@@ -744,8 +784,8 @@ TEST(Isolation, AnUpgradeStartsTheNewRunnerBeforeTheOldOneDrains) {
   EXPECT_TRUE(Gone(old_runner[0]));
 }
 
-// systemd stops a service by sending SIGTERM to each of its processes, and Ctrl-C reaches the whole process group:
-// the runners leave their stop to the host, which drains their calls first.
+// systemd stops a service by sending SIGTERM to each of its processes (its cgroup's, the runners' included): the
+// runners leave their stop to the host, which drains their calls first.
 TEST(Isolation, ARunnerLeavesAServiceWideStopSignalToTheHost) {
   HostProcess host(CrasherGroup());
   ASSERT_TRUE(host.Start({kCrasher})) << host.error();
@@ -767,6 +807,123 @@ TEST(Isolation, AnIsolationValueThatIsNotKnownIsRefusedWithItsLine) {
                             "\"process\""),
             std::string::npos)
       << host.log();
+}
+
+// Waits (bounded) until the host's log holds `what`; the log.
+std::string AwaitLog(HostProcess& host, const std::string& what, milliseconds bound = milliseconds(10000)) {
+  for (auto deadline = Clock::now() + bound; Clock::now() < deadline; std::this_thread::sleep_for(milliseconds(20))) {
+    if (host.log().find(what) != std::string::npos) break;
+  }
+  return host.log();
+}
+
+// Everything a runner sends is the word of the group's library, which may be hostile: its log lines are written in
+// the host's words (the group named by the host, control characters escaped, a line's length and a second's lines
+// bounded), answers with a code gRPC does not have or to calls not in flight change nothing else, and a Usage's
+// counts and its answer to a question never asked are not believed.
+TEST(Isolation, WhatARunnerSendsIsTheGroupsWordNotTheHosts) {
+  HostProcess host(CrasherGroup() + "[groups.echo]\n");
+  ASSERT_TRUE(host.Start({kCrasher, kEcho})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  const pid_t runner = CrasherPid(crasher);
+  ASSERT_GT(runner, 0);
+  v1::EchoResponse resp;
+  auto forged = Call(crasher, "/v1.Crasher/Forge", Req(), &resp, milliseconds(10000));
+  EXPECT_EQ(forged.error_code(), grpc::StatusCode::UNKNOWN) << forged.error_message();  // code 99
+  EXPECT_EQ(forged.error_message(), "forged answer");
+  const std::string log = AwaitLog(host, "after the flood");
+
+  auto only = [](const std::vector<std::string>& lines) { return lines.size() == 1 ? lines[0] : std::string(); };
+  const std::string forged_line = only(LinesWith(log, "a forged line"));
+  EXPECT_EQ(forged_line,
+            " error [crasher] forged\\n2026-01-01T00:00:00.000+00:00 error [echo] a forged line\\x1b[2J\\x9b")
+      << log;
+  EXPECT_EQ(log.find("\n2026-01-01T00:00:00"), std::string::npos) << "a line of the runner's own making";
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  EXPECT_NE(log.find("[crasher] [echo] posing"), std::string::npos) << log;  // the well-behaved prefix once only
+  const std::string long_line = only(LinesWith(log, "long xxx"));
+  EXPECT_LT(long_line.size(), 2200u);
+  EXPECT_NE(long_line.find("... (100005 bytes)"), std::string::npos) << long_line.substr(0, 100);
+  // 200 lines a second: the flood's 1000 came at once, so one second's worth, or two when a second ended amid it.
+  const size_t flood = LinesWith(log, "[crasher] flood ").size();
+  EXPECT_GE(flood, 100u);
+  EXPECT_LE(flood, 400u);
+  const std::string after = only(LinesWith(log, "after the flood"));
+  EXPECT_NE(after.find("lines of the runner before this one were not logged: more than 200 a second"),
+            std::string::npos)
+      << after;
+
+  // The Usage's negative counts and its queued 12345 answered a question never asked: the status asks the runner
+  // and shows what it answers (the Forge handler may be returning still).
+  admin::v1::GroupStatus status = StatusOf(host, "crasher");
+  EXPECT_GE(status.running(), 0);
+  EXPECT_LE(status.running(), 1);
+  EXPECT_EQ(status.queued(), 0);
+  EXPECT_EQ(CrasherPid(crasher), runner) << "the runner serves on";
+  auto echo = Call(Dial(host.endpoint(kEcho)), "/v1.Echo/Echo", Req("ping"), &resp);
+  EXPECT_TRUE(echo.ok()) << echo.error_message();
+
+  // What its crash says it ran is its word too.
+  EXPECT_FALSE(Call(crasher, "/v1.Crasher/Forge", Req("crash"), &resp, milliseconds(10000)).ok());
+  const std::string line =
+      "exited with status 9 while its library ran /v1.Crasher/Forge\\n2026-01-01T00:00:00.000+00:00 info  [echo] "
+      "forged; restarting it";
+  const std::string ended = AwaitLog(host, line);
+  EXPECT_NE(ended.find(line), std::string::npos) << ended;
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+}
+
+// What a library writes to its standard output and error (a diagnostic, a sanitizer's report) is logged by the
+// host as the runner's lines, as its log lines are: named by the host, escaped, bounded; never as the host's own.
+TEST(Isolation, WhatARunnerWritesToItsStandardOutputAndErrorIsLoggedAsItsLines) {
+  HostProcess host(CrasherGroup());
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  v1::EchoResponse resp;
+  auto s = Call(Dial(host.endpoint(kCrasher)), "/v1.Crasher/Stderr",
+                Req("first\n2026-01-01T00:00:00.000+00:00 error [echo] forged\x1b[2J\nunfinished"), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::string log = AwaitLog(host, "[echo] forged");
+  EXPECT_NE(log.find(" warning [crasher] out\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(" warning [crasher] first\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(" warning [crasher] 2026-01-01T00:00:00.000+00:00 error [echo] forged\\x1b[2J\n"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("\n2026-01-01T00:00:00"), std::string::npos) << "a line of the runner's own making";
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  // A line it had not finished when its runner ended is logged then, before the line on the runner's end.
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  log = host.log();
+  EXPECT_NE(log.find(" warning [crasher] unfinished"), std::string::npos) << log;
+}
+
+// A runner whose reading thread is stuck (a NONBLOCKING handler that blocks) takes no more calls: those sent to it
+// meanwhile wait in the host up to the group's queued bytes, and the next are refused at once, naming the group.
+TEST(Isolation, CallsARunnerDoesNotTakeAreBoundedInTheHost) {
+  HostProcess host(CrasherGroup("hang_restart_seconds = 0\nmax_request_bytes = 1048576\n"),
+                   "shutdown_timeout_seconds = 1\n");  // the hung handler never ends: its runner is killed
+  ASSERT_TRUE(host.Start({kCrasher})) << host.error();
+  auto crasher = Dial(host.endpoint(kCrasher));
+  ASSERT_GT(CrasherPid(crasher), 0);
+  auto hung = std::async(std::launch::async, [&] {
+    v1::EchoResponse resp;
+    return Call(crasher, "/v1.Crasher/HangInline", Req(), &resp, milliseconds(60000));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  const std::string megabyte(1000 * 1000, 'x');
+  grpc::Status refused;
+  int sent = 0;
+  for (; sent < 40 && refused.ok(); ++sent) {
+    v1::EchoResponse resp;
+    grpc::Status s = Call(crasher, "/v1.Crasher/Pid", Req(megabyte), &resp, milliseconds(300));
+    if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) refused = s;
+  }
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("group 'crasher': its runner has not taken the "), std::string::npos)
+      << refused.error_message();
+  EXPECT_GE(sent, 15);  // the 16 MiB a group's queue holds were taken first
+  EXPECT_LE(sent, 20);
+  EXPECT_EQ(host.Stop(), 0) << host.log();
+  EXPECT_NE(hung.get().error_code(), grpc::StatusCode::OK);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 namespace csi_proxy::host {
 namespace {
@@ -166,7 +167,38 @@ struct FilterRelease {
   void operator()(void* ctx) const { seccomp_release(ctx); }
 };
 
-Status LoadSystemCallFilter() {
+// A pid is a 32-bit int in a 64-bit register whose upper half the kernel ignores and a caller may fill with
+// anything: every comparison looks at the lower half only.
+scmp_arg_cmp FirstArgumentIs(pid_t pid) { return SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<uint32_t>(pid)); }
+
+// The signals privileges.h lists: to `host`, to its process group and to everyone at once.
+Status RefuseSignalsToTheHost(void* filter, pid_t host) {
+  const auto refuse = [&](const char* call, int number, std::optional<scmp_arg_cmp> cmp) {
+    const int rc = cmp ? seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 1, *cmp)
+                       : seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 0);
+    return rc == 0 ? Status::Ok() : Internal(Errno(std::string("seccomp_rule_add ") + call, -rc));
+  };
+  // kill(-1): every process the caller may signal, which for root without CAP_KILL is every root process.
+  CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-1)));
+  // tkill names a thread without its process, so a thread of the host could be named; glibc uses tgkill.
+  CSI_PROXY_RETURN_IF_ERROR(refuse("tkill", SCMP_SYS(tkill), std::nullopt));
+  if (host <= 0) return Status::Ok();
+  // The first argument is the process (tgkill's and rt_tgsigqueueinfo's thread group) in each.
+  CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("tgkill", SCMP_SYS(tgkill), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(refuse("pidfd_open", SCMP_SYS(pidfd_open), FirstArgumentIs(host)));
+  // The host's process group, which the caller is not in (a runner leads a session of its own). Other groups stay
+  // reachable: the shipped groups start each program they run in a group of its own and stop it with kill(-pid)
+  // (plugins/common/run_program_linux.cc).
+  if (const pid_t host_group = getpgid(host); host_group > 1 && host_group != getpgrp()) {
+    CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-host_group)));
+  }
+  return Status::Ok();
+}
+
+Status LoadSystemCallFilter(pid_t host) {
   std::unique_ptr<void, FilterRelease> filter(seccomp_init(SCMP_ACT_ALLOW));
   if (!filter) return Internal("seccomp_init failed");
   for (std::string_view name : RefusedSystemCalls()) {
@@ -177,6 +209,7 @@ Status LoadSystemCallFilter() {
       return Internal(Errno("seccomp_rule_add " + std::string(name), -rc));
     }
   }
+  CSI_PROXY_RETURN_IF_ERROR(RefuseSignalsToTheHost(filter.get(), host));
   if (int rc = seccomp_load(filter.get()); rc != 0) return Internal(Errno("loading the seccomp filter", -rc));
   return Status::Ok();
 }
@@ -185,7 +218,7 @@ Status LoadSystemCallFilter() {
 
 bool SanitizerBuildRelaxesPrivileges() { return kSanitizerBuild; }
 
-Status ApplyGroupPrivileges(const GroupPrivileges& p) {
+Status ApplyGroupPrivileges(const GroupPrivileges& p, pid_t host) {
   CSI_PROXY_RETURN_IF_ERROR(RequireSingleThread());
   CSI_PROXY_RETURN_IF_ERROR(RequireHeld(p));
   CSI_PROXY_RETURN_IF_ERROR(RequireLimitsWithin(p));
@@ -193,7 +226,7 @@ Status ApplyGroupPrivileges(const GroupPrivileges& p) {
   CSI_PROXY_RETURN_IF_ERROR(SwitchAccount(p));
   CSI_PROXY_RETURN_IF_ERROR(SetCapabilities(p));
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Internal(Errno("PR_SET_NO_NEW_PRIVS", errno));
-  return LoadSystemCallFilter();
+  return LoadSystemCallFilter(host);
 }
 
 }  // namespace csi_proxy::host

@@ -4,7 +4,7 @@
 
 namespace csi_proxy::host {
 
-Status ApplyGroupPrivileges(const GroupPrivileges&) {
+Status ApplyGroupPrivileges(const GroupPrivileges&, pid_t) {
   return Unimplemented("isolating a group's privileges is not built on Windows (docs/windows.md)");
 }
 

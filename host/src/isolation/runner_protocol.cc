@@ -1,6 +1,8 @@
 // See runner_protocol.h.
 #include "isolation/runner_protocol.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace csi_proxy::host {
@@ -12,6 +14,39 @@ void AppendFrame(const runner_proto::RunnerMessage& message, std::string& out) {
   const auto length = static_cast<uint32_t>(size);
   for (size_t i = 0; i < kRunnerFrameHeaderBytes; ++i) out[at + i] = static_cast<char>((length >> (8 * i)) & 0xff);
   message.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data() + at + kRunnerFrameHeaderBytes));
+}
+
+std::string PrintableRunnerText(std::string_view text, size_t max_bytes) {
+  size_t keep = std::min(text.size(), max_bytes);
+  while (keep > 0 && keep < text.size() && (static_cast<unsigned char>(text[keep]) & 0xc0) == 0x80) --keep;
+  std::string out;
+  out.reserve(keep);
+  for (size_t i = 0; i < keep; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c1 = c == 0xc2 && i + 1 < keep && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f || c1) {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c1 ? static_cast<unsigned char>(text[++i]) : c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (keep < text.size()) out += " ... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+std::string RunnerLogLine(std::string_view group, std::string_view text) {
+  const std::string prefix = "[" + std::string(group) + "] ";
+  if (text.substr(0, prefix.size()) == prefix) text.remove_prefix(prefix.size());
+  return prefix + PrintableRunnerText(text, kMaxRunnerLogLine);
 }
 
 char* FrameReader::Space(size_t want) {

@@ -22,6 +22,20 @@ inline constexpr uint32_t kRunnerProtocolVersion = 2;
 inline constexpr size_t kMaxRunnerFrameBytes = 64 * 1024 * 1024;
 inline constexpr size_t kRunnerFrameHeaderBytes = 4;
 
+// What the host writes of text a runner sent (a log line, the code its library ran when it crashed), which a
+// hostile library may have forged: control characters become \n, \r, \t or \xNN (a newline would start a line that
+// looks like the host's, an escape sequence would command the terminal of an admin reading the log), the C1
+// controls' UTF-8 form too; at most `max_bytes` bytes of `text` are kept (not cutting a character), the cut said.
+std::string PrintableRunnerText(std::string_view text, size_t max_bytes);
+
+// The longest runner log line the host writes, in bytes of the runner's text (the runner cuts its own at 16 KiB).
+inline constexpr size_t kMaxRunnerLogLine = 2048;
+
+// A runner's log line as the host writes it: "[<group>] " and the text, printable and bounded. The host names the
+// group itself, whatever the runner wrote; the lines of a well-behaved runner and its library begin with that
+// prefix already (as host_context.cc writes a library's lines in process), which is then not written twice.
+std::string RunnerLogLine(std::string_view group, std::string_view text);
+
 // Appends `message` as one frame to `out`.
 void AppendFrame(const runner_proto::RunnerMessage& message, std::string& out);
 

@@ -1,6 +1,7 @@
-// The runner of an isolated group on Linux: fork and exec of csi-proxy-runner on a socket pair (the only
-// descriptor it inherits, as 3), with a scrubbed environment, killed by the kernel if the host goes
-// (PR_SET_PDEATHSIG), watched through its pidfd and reaped by its own pid. See runner_supervisor.h.
+// The runner of an isolated group on Linux: fork and exec of csi-proxy-runner on a socket pair (as descriptor 3)
+// and a pipe for its standard output and error (the only descriptors it inherits), with a scrubbed environment, in
+// a session of its own, killed by the kernel if the host goes (PR_SET_PDEATHSIG), watched through its pidfd and
+// reaped by its own pid. See runner_supervisor.h.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "abi/line_budget.h"
 #include "config/trusted_files.h"
 #include "isolation/runner_protocol.h"
 #include "isolation/runner_supervisor.h"
@@ -152,6 +154,7 @@ runner_proto::Start StartMessage(const GroupConfig& group, const HostConfig& hos
   start.set_log_level(host.log_level);
   start.set_check_only(host.check_only);
   start.set_allow_untrusted_files(UntrustedFilesAllowed());
+  start.set_host_pid(getpid());
   return start;
 }
 
@@ -196,6 +199,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         restart_limit_(group.restart_limit),
         restart_window_(std::chrono::seconds(group.restart_window_seconds)),
         hang_restart_(std::chrono::seconds(group.hang_restart_seconds)),
+        max_unsent_bytes_(std::max<size_t>(kMaxUnsentBytes, static_cast<size_t>(group.max_request_bytes))),
         load_timeout_(host.load_timeout),
         wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
         epoll_(epoll_create1(EPOLL_CLOEXEC)) {
@@ -233,6 +237,17 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       std::string why = down_reason_;
       lock.unlock();
       call->Complete(CSI_PROXY_STATUS_UNAVAILABLE, why, {});
+      return;
+    }
+    if (out_.size() + call->request().size() > max_unsent_bytes_) {
+      // The runner takes no more (its reading thread is stuck, in a NONBLOCKING handler that blocks): the calls
+      // sent meanwhile would grow this buffer without bound. Counted with the refusals of the group's budget.
+      ++refused_before_;
+      const std::string why = "group '" + group_ + "': its runner has not taken the " + std::to_string(out_.size()) +
+                              " bytes of calls sent to it, and at most " + std::to_string(max_unsent_bytes_) +
+                              " may wait (is a handler blocking the runner's reading thread?)";
+      lock.unlock();
+      call->Complete(CSI_PROXY_STATUS_RESOURCE_EXHAUSTED, why, {});
       return;
     }
     const uint64_t id = ++next_id_;
@@ -345,6 +360,15 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   static constexpr std::chrono::microseconds kSpinBound{50};
   // What one read of the runner's socket takes at most.
   static constexpr size_t kRead = 64 * 1024;
+  // What the host writes of a runner's words (runner_protocol.h's PrintableRunnerText): the code its library ran
+  // when it crashed (the runner sends at most 120 bytes), its library's refusal; and how many of its log lines a
+  // second (a runner cannot flood the host's log and disk).
+  static constexpr size_t kMaxCrashWork = 120;
+  static constexpr size_t kMaxLoadFailure = 4096;
+  static constexpr size_t kRunnerLogBurst = 200;
+  // The calls sent that the runner's socket has not taken, in bytes, at most (or max_request_bytes if larger): as
+  // much as the group's queue in the runner holds (serving/group_executor.h's max_queued_bytes).
+  static constexpr size_t kMaxUnsentBytes = 16 * 1024 * 1024;
 
   // The socket's reader: one thread at a time reads the socket and handles what it brings, the supervisor's (the
   // default) or one that sent a call and waits for its answer (`awaiting`, AwaitAnswer). While the latter reads,
@@ -442,6 +466,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     pid_t pid = 0;
     Fd pidfd;
     Fd sock;
+    Fd output;  // the read end of the runner's standard output and error
   };
 
   // Runs on the supervisor's thread: PR_SET_PDEATHSIG is tied to the thread that forks, and this one lives until
@@ -457,8 +482,16 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     // Above 3, so that the child's dup2 onto 0 and 3 cannot overwrite one of them.
     Fd theirs(fcntl(theirs_low.get(), F_DUPFD_CLOEXEC, 10));
     Fd exe_fd(fcntl(static_cast<int>(exe.handle()), F_DUPFD_CLOEXEC, 10));
+    // Its standard output and error are a pipe the host reads and logs as the runner's log lines
+    // (LogRunnerOutput), not the host's own: what a library writes there would otherwise pass for the host's lines,
+    // unescaped and unbounded (the journal even gives them the host's pid).
+    int output[2];
+    if (pipe2(output, O_CLOEXEC) != 0) return Internal(std::string("pipe2: ") + std::strerror(errno));
+    Fd output_read(output[0]);
+    Fd output_write_low(output[1]);
+    Fd output_write(fcntl(output_write_low.get(), F_DUPFD_CLOEXEC, 10));
     Fd devnull(fcntl(Fd(open("/dev/null", O_RDWR | O_CLOEXEC)).get(), F_DUPFD_CLOEXEC, 10));
-    if (theirs.get() < 0 || exe_fd.get() < 0 || devnull.get() < 0) {
+    if (theirs.get() < 0 || exe_fd.get() < 0 || devnull.get() < 0 || output_write.get() < 0) {
       return Internal(std::string("preparing the runner's descriptors: ") + std::strerror(errno));
     }
     // Everything the child uses is made before the fork: between fork and exec it may only make system calls.
@@ -477,10 +510,17 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);  // the host went between fork and prctl
+      // A session (and process group) of its own: a library's kill(0, ...) or killpg(getpgrp(), ...), the usual
+      // way to stop the programs it ran, then reaches only the runner and its children, never the host; and a
+      // stop sent to the terminal's process group (Ctrl-C) does not reach it either. PR_SET_PDEATHSIG stays.
+      if (setsid() < 0) _exit(127);
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
-      if (dup2(devnull.get(), 0) < 0 || dup2(theirs.get(), 3) < 0) _exit(127);
+      if (dup2(devnull.get(), 0) < 0 || dup2(output_write.get(), 1) < 0 || dup2(output_write.get(), 2) < 0 ||
+          dup2(theirs.get(), 3) < 0) {
+        _exit(127);
+      }
       // Every other descriptor goes at the exec (the executable's own is needed until then); a kernel before 5.11
       // has no CLOSE_RANGE_CLOEXEC, and then they are closed one by one.
       if (syscall(SYS_close_range, 4u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
@@ -503,8 +543,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     s.pid = pid;
     s.pidfd = Fd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
     s.sock = std::move(mine);
-    int flags = fcntl(s.sock.get(), F_GETFL);
-    fcntl(s.sock.get(), F_SETFL, flags | O_NONBLOCK);
+    s.output = std::move(output_read);
+    for (int fd : {s.sock.get(), s.output.get()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return s;
   }
 
@@ -574,11 +614,13 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
 
   void TakeUsage(const runner_proto::Usage& usage) {
     std::lock_guard lock(mu_);
-    budget_.running = usage.running();
+    // The runner's word, shown by the status and the metrics: no negative count, and no answer to a question not
+    // asked (a forged seq would make every later Budget take the old numbers without waiting).
+    budget_.running = std::max(0, usage.running());
     budget_.queued = usage.queued();
     budget_.refused = usage.refused();
-    budget_.threads = usage.threads();
-    budget_answered_ = std::max(budget_answered_, usage.seq());
+    budget_.threads = std::max(0, usage.threads());
+    budget_answered_ = std::max(budget_answered_, std::min(usage.seq(), budget_asked_));
     budget_cv_.notify_all();
   }
 
@@ -610,7 +652,11 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       epoll_event e{};
       e.events = watched_ = EPOLLIN | EPOLLOUT;
       e.data.fd = sock_;
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_, &e) != 0) {
+      epoll_event output{};
+      output.events = EPOLLIN;
+      output.data.fd = s.output.get();
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, sock_, &e) != 0 ||
+          epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s.output.get(), &output) != 0) {
         kill(s.pid, SIGKILL);
         return std::string("epoll: ") + std::strerror(errno);
       }
@@ -623,8 +669,10 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         self.reader_free_cv_.wait(lock, [&] { return !self.reading_; });
         epoll_ctl(self.epoll_.get(), EPOLL_CTL_DEL, self.sock_, nullptr);
         self.sock_ = -1;
+        epoll_ctl(self.epoll_.get(), EPOLL_CTL_DEL, output, nullptr);  // read to its end once the runner is reaped
       }
-    } unwatch{*this};
+      const int output;
+    } unwatch{*this, s.output.get()};
     Handshake handshake{false, first};
     auto last_hang_check = SteadyClock::now();
     for (;;) {
@@ -634,14 +682,21 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         FlushLocked();
         WatchSocketLocked();
       }
-      epoll_event events[2];
-      const int n = epoll_wait(epoll_.get(), events, 2, 200);
+      epoll_event events[3];
+      const int n = epoll_wait(epoll_.get(), events, 3, 200);
       if (n < 0 && errno != EINTR) return std::string("epoll_wait: ") + std::strerror(errno);
       uint32_t socket_events = 0;
       for (int i = 0; i < n; ++i) {
         if (events[i].data.fd == wake_.get()) {
           uint64_t count;
           (void)!read(wake_.get(), &count, sizeof count);
+        } else if (events[i].data.fd == s.output.get()) {
+          // One read a turn, so that a runner writing without end holds nothing else up; at its end (all writers
+          // gone: the runner and the programs it ran), it is no longer watched.
+          const ssize_t got = LogRunnerOutput(s.output.get());
+          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+            epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.output.get(), nullptr);
+          }
         } else {
           socket_events = events[i].events;
         }
@@ -722,15 +777,19 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
       if (m.has_completion()) {
         if (m.completion().id() == awaited) answers->came = true;
         if (CallHandle call = TakeCall(m.completion().id())) {
+          // A code gRPC does not have is UNKNOWN to its clients anyway: said so here, as a status they can read.
+          if (m.completion().code() < CSI_PROXY_STATUS_OK || m.completion().code() > CSI_PROXY_STATUS_UNAUTHENTICATED) {
+            m.mutable_completion()->set_code(CSI_PROXY_STATUS_UNKNOWN);
+          }
           answers->calls.emplace_back(std::move(call), std::move(*m.mutable_completion()));
         }
       } else if (m.has_usage()) {
         TakeUsage(m.usage());
       } else if (m.has_crashing()) {
         std::lock_guard lock(mu_);
-        crash_work_ = m.crashing().work();
+        crash_work_ = PrintableRunnerText(m.crashing().work(), kMaxCrashWork);
       } else if (m.has_log()) {
-        spdlog::log(LevelOf(m.log().level()), "{}", m.log().text());
+        LogFromRunner(LevelOf(m.log().level()), m.log().text());
       } else if (handshake != nullptr && m.has_ready() && !handshake->ready) {
         if (Status accepted = Accept(m.ready(), handshake->first); !accepted.ok()) {
           return KillRunner(accepted.message());
@@ -738,12 +797,43 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         handshake->ready = true;
       } else if (handshake != nullptr && m.has_load_failed() && !handshake->ready) {
         std::lock_guard lock(mu_);
-        first_failure_ = Status(static_cast<Code>(m.load_failed().code()), m.load_failed().message());
+        const int code = m.load_failed().code();
+        first_failure_ = Status(
+            code > 0 && code <= static_cast<int>(Code::kUnauthenticated) ? static_cast<Code>(code) : Code::kUnknown,
+            PrintableRunnerText(m.load_failed().message(), kMaxLoadFailure));
         return "its library was refused: " + m.load_failed().message();
       } else {
         return KillRunner("the host killed it: it sent a message out of turn");
       }
     }
+  }
+
+  // A line of the runner's log, in the host's words (RunnerLogLine) and within the runner's line budget.
+  void LogFromRunner(spdlog::level::level_enum level, std::string_view text) {
+    if (!spdlog::should_log(level)) return;
+    uint64_t not_logged = 0;
+    if (!log_budget_.Allow({}, not_logged)) return;
+    spdlog::log(level, "{}{}", RunnerLogLine(group_, text),
+                not_logged == 0 ? ""
+                                : " (" + std::to_string(not_logged) + " lines of the runner before this one were not " +
+                                      "logged: more than " + std::to_string(kRunnerLogBurst) + " a second)");
+  }
+
+  // Reads what the runner's standard output and error hold now (one read) and logs each whole line at warn level;
+  // what the read returned (0: they ended). Only the supervisor's thread calls it.
+  ssize_t LogRunnerOutput(int fd) {
+    char buffer[kRead];
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n <= 0) return n;
+    output_line_.append(buffer, static_cast<size_t>(n));
+    size_t begin = 0;
+    for (size_t end; (end = output_line_.find('\n', begin)) != std::string::npos; begin = end + 1) {
+      LogFromRunner(spdlog::level::warn, std::string_view(output_line_).substr(begin, end - begin));
+    }
+    output_line_.erase(0, begin);
+    // A line without end is cut where a log line would be.
+    if (output_line_.size() > kMaxRunnerLogLine) LogFromRunner(spdlog::level::warn, std::exchange(output_line_, {}));
+    return n;
   }
 
   // Kills the runner that serves now; `why` is what Serve reports (the first reason given).
@@ -791,6 +881,11 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         auto handshake = first ? first_deadline_ : SteadyClock::now() + load_timeout_;
         why = Serve(*spawned, handshake, first);
         how = Reap(*spawned, std::chrono::seconds(2), !why.empty());
+        // What it wrote last (a sanitizer's report, glibc's word on a corrupt heap), ahead of the line on its end;
+        // a program it ran that lives on and keeps writing is not waited for.
+        for (int reads = 0; reads < 16 && LogRunnerOutput(spawned->output.get()) > 0; ++reads) {
+        }
+        if (!output_line_.empty()) LogFromRunner(spdlog::level::warn, std::exchange(output_line_, {}));
         std::lock_guard lock(mu_);
         if (!crash_work_.empty()) how += " while its library ran " + std::exchange(crash_work_, {});
       }
@@ -876,6 +971,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   const int restart_limit_;
   const std::chrono::seconds restart_window_;
   const std::chrono::seconds hang_restart_;
+  const size_t max_unsent_bytes_;
   const std::chrono::seconds load_timeout_;
   Fd wake_;
   Fd epoll_;  // the supervisor's thread waits on wake_ and the runner's socket
@@ -904,12 +1000,14 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
   const std::shared_ptr<CancelInbox> cancels_ = std::make_shared<CancelInbox>();
   std::condition_variable budget_cv_;
   RunnerBudget budget_;          // as the runner serving now said last
-  uint64_t refused_before_ = 0;  // by the runners that ended
+  uint64_t refused_before_ = 0;  // by the runners that ended, and by the host while a runner took no more calls
   uint64_t budget_asked_ = 0, budget_answered_ = 0;
   uint64_t next_id_ = 0;
   uint64_t restarts_ = 0;
   std::string last_exit_;
   std::string crash_work_;  // what the runner's library ran when it crashed, as the runner's signal handler said
+  LineBudget log_budget_{kRunnerLogBurst, std::chrono::seconds(1)};  // the lines a runner makes the host write
+  std::string output_line_;  // the runner's standard output and error since their last whole line; Run's thread's
   bool stopping_ = false;
   SteadyClock::time_point stop_deadline_;
   std::function<void(bool)> listener_;

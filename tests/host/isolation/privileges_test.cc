@@ -20,7 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -85,8 +87,8 @@ std::string Mask(std::initializer_list<int> capabilities) {
 }
 
 // Forks; the child runs `setup` (as the host would before starting a runner, e.g. a private mount namespace),
-// applies `privileges`, runs `probe` (`after_refusal` when they were refused) and sends back the report ("apply"
-// holds ApplyGroupPrivileges' answer).
+// applies `privileges` with the test's process as the host it may not signal, runs `probe` (`after_refusal` when they
+// were refused) and sends back the report ("apply" holds ApplyGroupPrivileges' answer).
 Report InChild(
     const GroupPrivileges& privileges, const std::function<void(Report&)>& probe,
     const std::function<void()>& setup = [] {}, const std::function<void(Report&)>& after_refusal = [](Report&) {}) {
@@ -98,7 +100,7 @@ Report InChild(
     close(pipe_fds[0]);
     Report report;
     setup();
-    Status applied = ApplyGroupPrivileges(privileges);
+    Status applied = ApplyGroupPrivileges(privileges, getppid());  // the test stands for the host
     report["apply"] = applied.ok() ? "ok" : CodeName(static_cast<int32_t>(applied.code())) + ": " + applied.message();
     if (applied.ok()) {
       probe(report);
@@ -249,6 +251,96 @@ TEST_F(Privileges, TheFilterRefusesKexecModulesRebootAndPtraceEvenWithTheirCapab
   EXPECT_EQ(report["NoNewPrivs"], "1");
   EXPECT_EQ(report["Seccomp"], "2");  // a filter
   EXPECT_EQ(report["getpid"], "ok");
+}
+
+// The signals a runner running as root may send without CAP_KILL (to every process of its uid): its host, the
+// host's process group and every process at once are refused; its own process, threads, group, children and their
+// groups are not, so that raise, abort, pthread_kill and a library stopping the programs it ran keep working. Signal 0
+// probes the right to signal and sends nothing.
+TEST_F(Privileges, TheFilterRefusesSignalsToTheHostEveryoneAndOtherGroupsButNotToItsOwnProcesses) {
+  const pid_t test_group = getpgrp();
+  Report report = InChild(
+      GroupPrivileges{},
+      [&](Report& r) {
+        const pid_t host = getppid();
+        r["kill host"] = Outcome(kill(host, 0));
+        // The kernel reads a pid's lower 32 bits only: a filter comparing all 64 would let this one through.
+        r["kill host, upper bits set"] =
+            Outcome(syscall(SYS_kill, static_cast<long>(static_cast<uint32_t>(host)) | (1L << 32), 0));
+        r["kill -1"] = Outcome(kill(-1, 0));
+        r["kill -1, upper bits clear"] = Outcome(syscall(SYS_kill, 0xffffffffL, 0));
+        r["kill the host's group"] = Outcome(kill(-test_group, 0));
+        r["tgkill host"] = Outcome(syscall(SYS_tgkill, host, host, 0));
+        siginfo_t info{};
+        info.si_code = SI_QUEUE;
+        info.si_pid = getpid();
+        info.si_uid = getuid();
+        r["rt_sigqueueinfo host"] = Outcome(syscall(SYS_rt_sigqueueinfo, host, 0, &info));
+        r["rt_tgsigqueueinfo host"] = Outcome(syscall(SYS_rt_tgsigqueueinfo, host, host, 0, &info));
+        const long pidfd = syscall(SYS_pidfd_open, host, 0);
+        r["pidfd_open host"] = Outcome(pidfd);
+        if (pidfd >= 0) close(static_cast<int>(pidfd));
+        r["tkill self"] = Outcome(syscall(SYS_tkill, gettid(), 0));
+
+        r["kill 0"] = Outcome(kill(0, 0));
+        r["killpg own group"] = Outcome(killpg(getpgrp(), 0));
+        r["kill self"] = Outcome(kill(getpid(), 0));
+        r["tgkill own thread"] = Outcome(syscall(SYS_tgkill, getpid(), gettid(), 0));
+        std::thread other([] { pause(); });
+        r["pthread_kill another thread"] = pthread_kill(other.native_handle(), 0) == 0 ? "ok" : "failed";
+        static std::atomic<int> caught{0};
+        signal(SIGUSR1, [](int) { ++caught; });
+        r["raise"] = Outcome(raise(SIGUSR1));
+        r["caught"] = std::to_string(caught.load());
+        // A child it ran: stopped by pid, and one whose abort() ends it with SIGABRT (abort uses tgkill).
+        const pid_t sleeper = fork();
+        if (sleeper == 0) {
+          pause();
+          _exit(0);
+        }
+        r["kill child"] = Outcome(kill(sleeper, SIGKILL));
+        int status = 0;
+        waitpid(sleeper, &status, 0);
+        r["child ended by"] = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : "exit";
+        // A program in a group of its own, stopped with its group, as the shipped groups' RunProgram does.
+        const pid_t leader = fork();
+        if (leader == 0) {
+          setpgid(0, 0);
+          pause();
+          _exit(0);
+        }
+        setpgid(leader, leader);  // either side's call makes it so before the kill
+        r["kill a child's group"] = Outcome(kill(-leader, SIGKILL));
+        waitpid(leader, &status, 0);
+        r["child's group ended by"] = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : "exit";
+        const pid_t aborter = fork();
+        if (aborter == 0) {
+          signal(SIGABRT, SIG_DFL);
+          abort();
+        }
+        waitpid(aborter, &status, 0);
+        r["aborting child ended by"] = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : "exit";
+        pthread_kill(other.native_handle(), SIGUSR1);  // ends its pause
+        other.join();
+      },
+      [] {
+        if (setsid() < 0) _exit(6);  // as the host starts a runner: its own group
+      });
+  EXPECT_EQ(report["apply"], "ok");
+  for (const char* refused :
+       {"kill host", "kill host, upper bits set", "kill -1", "kill -1, upper bits clear", "kill the host's group",
+        "tgkill host", "rt_sigqueueinfo host", "rt_tgsigqueueinfo host", "pidfd_open host", "tkill self"}) {
+    EXPECT_EQ(report[refused], "EPERM") << refused;
+  }
+  for (const char* allowed : {"kill 0", "killpg own group", "kill self", "tgkill own thread",
+                              "pthread_kill another thread", "raise", "kill child", "kill a child's group"}) {
+    EXPECT_EQ(report[allowed], "ok") << allowed;
+  }
+  EXPECT_EQ(report["caught"], "1");
+  EXPECT_EQ(report["child ended by"], "KILL");
+  EXPECT_EQ(report["child's group ended by"], "KILL");
+  EXPECT_EQ(report["aborting child ended by"], "ABRT");
+  EXPECT_EQ(report.count("harness"), 0u) << report["harness"];
 }
 
 TEST_F(Privileges, MemoryAndOpenFileLimitsAreInEffect) {

@@ -111,5 +111,28 @@ TEST(RunnerFrames, AnIncompleteFrameWaitsForTheRest) {
   EXPECT_EQ(m.call().id(), 9u);
 }
 
+// A runner's text is the group's word: what could pass for another line, or command a terminal, is escaped.
+TEST(RunnerText, ControlCharactersAreEscapedAndTheLengthBounded) {
+  EXPECT_EQ(PrintableRunnerText("a\nb\rc\td\x1b[2J\x7f", 100), "a\\nb\\rc\\td\\x1b[2J\\x7f");
+  // The C1 controls (U+0080-U+009F: CSI is U+009B) in their UTF-8 form; other characters stay as they are.
+  EXPECT_EQ(PrintableRunnerText("\xc2\x9b"
+                                "2J \xc3\xa9t\xc3\xa9 \xc2\xa0",
+                                100),
+            "\\x9b2J \xc3\xa9t\xc3\xa9 \xc2\xa0");
+  EXPECT_EQ(PrintableRunnerText("abcdef", 4), "abcd ... (6 bytes)");
+  // Not within a character: "\xc3\xa9" is one.
+  EXPECT_EQ(PrintableRunnerText("ab\xc3\xa9", 3), "ab ... (4 bytes)");
+}
+
+TEST(RunnerText, ALogLineNamesTheGroupOnceWhateverTheRunnerWrote) {
+  EXPECT_EQ(RunnerLogLine("echo", "[echo] hello"), "[echo] hello");
+  EXPECT_EQ(RunnerLogLine("echo", "hello"), "[echo] hello");
+  EXPECT_EQ(RunnerLogLine("echo", "[disk] hello"), "[echo] [disk] hello");
+  EXPECT_EQ(RunnerLogLine("echo", "[echo] [echo] hello"), "[echo] [echo] hello");
+  EXPECT_EQ(RunnerLogLine("echo", "hi\n2026-01-01 error [disk] forged"), "[echo] hi\\n2026-01-01 error [disk] forged");
+  EXPECT_EQ(RunnerLogLine("echo", std::string(5000, 'x')).size(),
+            std::string("[echo] ").size() + kMaxRunnerLogLine + std::string(" ... (5000 bytes)").size());
+}
+
 }  // namespace
 }  // namespace csi_proxy::host
