@@ -70,7 +70,7 @@ TEST(Ctl, StatusSaysWhatAConfinedGroupMayDo) {
   const std::string echo = run.output.substr(run.output.find("group echo"));
   const std::string filesystem = run.output.substr(run.output.find("group filesystem"));
   EXPECT_THAT(echo, HasSubstr("  privileges      capabilities: CAP_SYS_ADMIN; user: root; no_new_privs; seccomp: "));
-  EXPECT_THAT(echo, HasSubstr(" system calls refused (EPERM); limits: memory 512 MiB, open files 4096, tasks 64\n"));
+  EXPECT_THAT(echo, HasSubstr(" system calls refused, signals to the host refused (EPERM); limits: memory 512 MiB, open files 4096, tasks 64\n"));
   // A group whose table confines nothing runs with the host's privileges: no line claims otherwise.
   EXPECT_THAT(filesystem.substr(0, filesystem.find("\ngroup ")), Not(HasSubstr("\n  privileges ")));
 

@@ -42,7 +42,7 @@ TEST(GroupPrivilegesConfig, TheShippedGroupsDefaultsAreDescribed) {
   EXPECT_EQ(DescribePrivileges(DefaultGroupPrivileges("disk")),
             "capabilities: CAP_SYS_RAWIO,CAP_SYS_ADMIN; user: root; no_new_privs; seccomp: " +
                 std::to_string(RefusedSystemCalls().size()) +
-                " system calls refused (EPERM); limits: memory 1024 MiB, open files 4096, tasks 512");
+                " system calls refused, signals to the host refused (EPERM); limits: memory 1024 MiB, open files 4096, tasks 512");
   EXPECT_EQ(DefaultGroupPrivileges("iscsi").capabilities, std::vector<int>{});
   EXPECT_EQ(DefaultGroupPrivileges("system").capabilities, Caps({"CAP_SYS_ADMIN"}));
   EXPECT_EQ(DefaultGroupPrivileges("volume").capabilities,
@@ -91,7 +91,7 @@ isolation = "process"
   EXPECT_EQ(DescribePrivileges(g.privileges),
             "capabilities: CAP_DAC_OVERRIDE,CAP_FOWNER; user: nobody (65534); group: 4000; no_new_privs; seccomp: " +
                 std::to_string(RefusedSystemCalls().size()) +
-                " system calls refused (EPERM); limits: memory 256 MiB, open files 256, tasks 64");
+                " system calls refused, signals to the host refused (EPERM); limits: memory 256 MiB, open files 256, tasks 64");
 }
 
 TEST(GroupPrivilegesConfig, AKeyReplacesOnlyItsOwnPartOfTheDefaults) {

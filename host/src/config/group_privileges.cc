@@ -143,7 +143,7 @@ std::string DescribePrivileges(const GroupPrivileges& p) {
   out += "; user: " + Account(p.user, p.user_name, "root");
   if (p.group || p.user) out += "; group: " + Account(p.group, p.group_name, "root");
   out += "; no_new_privs; seccomp: " + std::to_string(RefusedSystemCalls().size()) +
-         " system calls refused (EPERM); limits: ";
+         " system calls refused, signals to the host refused (EPERM); limits: ";
   auto limit = [](uint64_t value, const char* what, uint64_t unit, const char* unit_name) {
     std::string text = std::string(what) + " ";
     if (value == 0) return text + "inherited";

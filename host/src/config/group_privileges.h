@@ -51,7 +51,8 @@ GroupPrivileges DefaultGroupPrivileges(std::string_view table_name);
 const std::vector<std::string_view>& RefusedSystemCalls();
 
 // One line for `csi-proxyctl status`: "capabilities: CAP_SYS_RAWIO,CAP_SYS_ADMIN; user: root; no_new_privs;
-// seccomp: 42 system calls refused (EPERM); limits: memory 1024 MiB, open files 4096, tasks 512".
+// seccomp: 42 system calls refused, signals to the host refused (EPERM); limits: memory 1024 MiB, open files 4096,
+// tasks 512". The signals are privileges.h's: to the host, its process group and every process at once, and tkill.
 std::string DescribePrivileges(const GroupPrivileges& privileges);
 
 }  // namespace csi_proxy::host

@@ -801,7 +801,7 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
         first_failure_ = Status(
             code > 0 && code <= static_cast<int>(Code::kUnauthenticated) ? static_cast<Code>(code) : Code::kUnknown,
             PrintableRunnerText(m.load_failed().message(), kMaxLoadFailure));
-        return "its library was refused: " + m.load_failed().message();
+        return "its library was refused: " + first_failure_.message();
       } else {
         return KillRunner("the host killed it: it sent a message out of turn");
       }
