@@ -400,7 +400,7 @@ TEST(Isolation, AnIsolatedGroupsAttemptBeyondItsPrivilegesFailsWithEperm) {
 }
 
 // A library that stops the programs it ran by signalling its process group (kill(0, ...)) reaches only its own
-// runner and the runner's children: the runner leads a session of its own, never the host's process group.
+// runner and the runner's children: the runner leads a process group of its own, never the host's.
 TEST(Isolation, ALibraryThatSignalsItsProcessGroupEndsOnlyItsRunner) {
   HostProcess host(CrasherGroup() + "[groups.echo]\n");
   ASSERT_TRUE(host.Start({kCrasher, kEcho})) << host.error();

@@ -22,8 +22,9 @@ namespace csi_proxy::host {
 //     rt_tgsigqueueinfo, or a pidfd_open of it for pidfd_send_signal), to its process group (kill(-pgid)) or to
 //     every process at once (kill(-1)), and tkill, which nothing modern uses. The caller's own process, threads and
 //     group, its children and their groups stay reachable: glibc's raise, abort and pthread_kill, kill(0, ...), and
-//     a library stopping the programs it ran (by pid or by their own group) need them. The runner leads a session
-//     of its own (the host starts it so), so that its group holds only itself and its children.
+//     a library stopping the programs it ran (by pid or by their own group) need them. The runner leads a process
+//     group of its own (the host starts it so), so that its group holds only itself and its children. And, with
+//     EPERM, ioctl's TIOCSTI and TIOCLINUX, which type into a terminal.
 // Checks first, changing nothing on failure, that the process is single-threaded (credentials and capabilities
 // belong to a thread) and holds every capability asked for plus those the steps need (CAP_SETPCAP, CAP_SETGID,
 // and CAP_SETUID to switch users) and that no limit is above its own hard limit: FAILED_PRECONDITION naming what

@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <seccomp.h>
 #include <sys/capability.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -189,11 +190,23 @@ Status RefuseSignalsToTheHost(void* filter, pid_t host) {
   CSI_PROXY_RETURN_IF_ERROR(refuse("rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), FirstArgumentIs(host)));
   CSI_PROXY_RETURN_IF_ERROR(refuse("rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), FirstArgumentIs(host)));
   CSI_PROXY_RETURN_IF_ERROR(refuse("pidfd_open", SCMP_SYS(pidfd_open), FirstArgumentIs(host)));
-  // The host's process group, which the caller is not in (a runner leads a session of its own). Other groups stay
+  // The host's process group, which the caller is not in (a runner leads a process group of its own). Other groups stay
   // reachable: the shipped groups start each program they run in a group of its own and stop it with kill(-pid)
   // (plugins/common/run_program_linux.cc).
   if (const pid_t host_group = getpgid(host); host_group > 1 && host_group != getpgrp()) {
     CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-host_group)));
+  }
+  return Status::Ok();
+}
+
+// Typing into a terminal (TIOCSTI: as if its user had; TIOCLINUX: the console's paste): a runner started from a
+// shell shares that shell's terminal, and CAP_SYS_ADMIN, which most groups hold, lets TIOCSTI reach any terminal.
+// The request is an unsigned int: compared on the lower half of its register.
+Status RefuseTerminalInput(void* filter) {
+  for (const unsigned long request : {TIOCSTI, TIOCLINUX}) {
+    const int rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                                    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<uint32_t>(request)));
+    if (rc != 0) return Internal(Errno("seccomp_rule_add ioctl", -rc));
   }
   return Status::Ok();
 }
@@ -210,6 +223,7 @@ Status LoadSystemCallFilter(pid_t host) {
     }
   }
   CSI_PROXY_RETURN_IF_ERROR(RefuseSignalsToTheHost(filter.get(), host));
+  CSI_PROXY_RETURN_IF_ERROR(RefuseTerminalInput(filter.get()));
   if (int rc = seccomp_load(filter.get()); rc != 0) return Internal(Errno("loading the seccomp filter", -rc));
   return Status::Ok();
 }

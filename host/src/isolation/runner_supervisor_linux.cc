@@ -1,6 +1,6 @@
 // The runner of an isolated group on Linux: fork and exec of csi-proxy-runner on a socket pair (as descriptor 3)
 // and a pipe for its standard output and error (the only descriptors it inherits), with a scrubbed environment, in
-// a session of its own, killed by the kernel if the host goes (PR_SET_PDEATHSIG), watched through its pidfd and
+// a process group of its own, killed by the kernel if the host goes (PR_SET_PDEATHSIG), watched through its pidfd and
 // reaped by its own pid. See runner_supervisor.h.
 #include <fcntl.h>
 #include <poll.h>
@@ -510,10 +510,14 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);  // the host went between fork and prctl
-      // A session (and process group) of its own: a library's kill(0, ...) or killpg(getpgrp(), ...), the usual
-      // way to stop the programs it ran, then reaches only the runner and its children, never the host; and a
-      // stop sent to the terminal's process group (Ctrl-C) does not reach it either. PR_SET_PDEATHSIG stays.
-      if (setsid() < 0) _exit(127);
+      // A process group of its own: a library's kill(0, ...) or killpg(getpgrp(), ...), the usual way to stop the
+      // programs it ran, then reaches only the runner and its children, never the host; and a stop sent to the
+      // terminal's foreground group (Ctrl-C) does not reach it either. Not a session of its own: where the kernel
+      // shares the CPU between sessions (autogroup, with no cgroup for the service), a runner in its own would
+      // get a share of its own, and its spin (spin_read.h), which yields to the host's threads in a shared one,
+      // would take that share from them (its CPU per call doubled at 16 and 64 clients). What a session would
+      // add, no controlling terminal, the filter gives: it refuses TIOCSTI and TIOCLINUX. PR_SET_PDEATHSIG stays.
+      if (setpgid(0, 0) < 0) _exit(127);
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);

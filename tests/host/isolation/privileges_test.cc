@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/capability.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -217,7 +218,7 @@ TEST_F(Privileges, ANonRootUserWritesARootFileOnlyWithCapDacOverride) {
   EXPECT_EQ(allowed["CapAmb"], Mask({CAP_DAC_OVERRIDE}));  // and programs it runs keep it
 }
 
-TEST_F(Privileges, TheFilterRefusesKexecModulesRebootAndPtraceEvenWithTheirCapabilities) {
+TEST_F(Privileges, TheFilterRefusesKexecModulesRebootPtraceAndTypingIntoTerminalsEvenWithTheirCapabilities) {
   // With the capabilities held, the kernel would answer these (bad) arguments EINVAL, EBADF, ENOSYS or 0; only the
   // filter answers EPERM.
   for (int capability : {CAP_SYS_BOOT, CAP_SYS_MODULE, CAP_SYS_PTRACE, CAP_SYS_ADMIN}) {
@@ -237,6 +238,12 @@ TEST_F(Privileges, TheFilterRefusesKexecModulesRebootAndPtraceEvenWithTheirCapab
     r["process_vm_writev"] = Outcome(process_vm_writev(getpid(), &local, 1, &remote, 1, 0));
     r["bpf"] = Outcome(syscall(SYS_bpf, -1, nullptr, 0));
     r["swapon"] = Outcome(syscall(SYS_swapon, "/csi-proxy-no-such-swap", 0));
+    // Typing into a terminal: on no descriptor at all, the kernel would answer EBADF; the filter answers first.
+    char key = 'x';
+    r["ioctl TIOCSTI"] = Outcome(ioctl(-1, TIOCSTI, &key));
+    r["ioctl TIOCLINUX"] = Outcome(ioctl(-1, TIOCLINUX, &key));
+    winsize size{};
+    r["ioctl TIOCGWINSZ"] = Outcome(ioctl(-1, TIOCGWINSZ, &size));
     r["NoNewPrivs"] = StatusField("NoNewPrivs");
     r["Seccomp"] = StatusField("Seccomp");
     r["getpid"] = Outcome(getpid());  // what is not listed still works
@@ -244,13 +251,15 @@ TEST_F(Privileges, TheFilterRefusesKexecModulesRebootAndPtraceEvenWithTheirCapab
   Report report = InChild(With({"CAP_SYS_BOOT", "CAP_SYS_MODULE", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN"}), try_forbidden);
   EXPECT_EQ(report["apply"], "ok");
   for (const char* call : {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
-                           "ptrace", "process_vm_readv", "process_vm_writev", "bpf", "swapon"}) {
+                           "ptrace", "process_vm_readv", "process_vm_writev", "bpf", "swapon", "ioctl TIOCSTI",
+                           "ioctl TIOCLINUX"}) {
     if (SanitizerBuildRelaxesPrivileges() && std::string_view(call) == "ptrace") continue;
     EXPECT_EQ(report[call], "EPERM") << call;
   }
   EXPECT_EQ(report["NoNewPrivs"], "1");
   EXPECT_EQ(report["Seccomp"], "2");  // a filter
   EXPECT_EQ(report["getpid"], "ok");
+  EXPECT_EQ(report["ioctl TIOCGWINSZ"], "errno 9 (Bad file descriptor)");  // other requests reach the kernel
 }
 
 // The signals a runner running as root may send without CAP_KILL (to every process of its uid): its host, the
@@ -324,7 +333,7 @@ TEST_F(Privileges, TheFilterRefusesSignalsToTheHostEveryoneAndOtherGroupsButNotT
         other.join();
       },
       [] {
-        if (setsid() < 0) _exit(6);  // as the host starts a runner: its own group
+        if (setpgid(0, 0) < 0) _exit(6);  // as the host starts a runner: its own group
       });
   EXPECT_EQ(report["apply"], "ok");
   for (const char* refused :
