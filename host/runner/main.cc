@@ -449,7 +449,7 @@ int main(int argc, char** argv) {
   prctl(PR_SET_NAME, "csi-proxy-run");  // the kernel names a process run from a descriptor by its number
   // The host stops its runners itself, after its calls drained: a stop sent to the whole service (systemd's
   // SIGTERM to the unit's processes) must not end them first. (A terminal's Ctrl-C does not reach them: each runs
-  // in a session of its own.)
+  // in a process group of its own, never the terminal's foreground one.)
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
   std::string group;
   int fd = -1;
