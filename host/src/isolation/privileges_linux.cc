@@ -168,33 +168,35 @@ struct FilterRelease {
   void operator()(void* ctx) const { seccomp_release(ctx); }
 };
 
+// Adds a rule to `filter` that refuses `call` (its number) with EPERM: always, or when `when` holds.
+Status Refuse(void* filter, std::string_view call, int number, std::optional<scmp_arg_cmp> when = std::nullopt) {
+  const int rc = when ? seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 1, *when)
+                      : seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 0);
+  return rc == 0 ? Status::Ok() : Internal(Errno("seccomp_rule_add " + std::string(call), -rc));
+}
+
 // A pid is a 32-bit int in a 64-bit register whose upper half the kernel ignores and a caller may fill with
 // anything: every comparison looks at the lower half only.
 scmp_arg_cmp FirstArgumentIs(pid_t pid) { return SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<uint32_t>(pid)); }
 
 // The signals privileges.h lists: to `host`, to its process group and to everyone at once.
 Status RefuseSignalsToTheHost(void* filter, pid_t host) {
-  const auto refuse = [&](const char* call, int number, std::optional<scmp_arg_cmp> cmp) {
-    const int rc = cmp ? seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 1, *cmp)
-                       : seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), number, 0);
-    return rc == 0 ? Status::Ok() : Internal(Errno(std::string("seccomp_rule_add ") + call, -rc));
-  };
   // kill(-1): every process the caller may signal, which for root without CAP_KILL is every root process.
-  CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-1)));
+  CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "kill", SCMP_SYS(kill), FirstArgumentIs(-1)));
   // tkill names a thread without its process, so a thread of the host could be named; glibc uses tgkill.
-  CSI_PROXY_RETURN_IF_ERROR(refuse("tkill", SCMP_SYS(tkill), std::nullopt));
+  CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "tkill", SCMP_SYS(tkill)));
   if (host <= 0) return Status::Ok();
   // The first argument is the process (tgkill's and rt_tgsigqueueinfo's thread group) in each.
-  CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(host)));
-  CSI_PROXY_RETURN_IF_ERROR(refuse("tgkill", SCMP_SYS(tgkill), FirstArgumentIs(host)));
-  CSI_PROXY_RETURN_IF_ERROR(refuse("rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), FirstArgumentIs(host)));
-  CSI_PROXY_RETURN_IF_ERROR(refuse("rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), FirstArgumentIs(host)));
-  CSI_PROXY_RETURN_IF_ERROR(refuse("pidfd_open", SCMP_SYS(pidfd_open), FirstArgumentIs(host)));
-  // The host's process group, which the caller is not in (a runner leads a process group of its own). Other groups stay
-  // reachable: the shipped groups start each program they run in a group of its own and stop it with kill(-pid)
-  // (plugins/common/run_program_linux.cc).
+  CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "kill", SCMP_SYS(kill), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "tgkill", SCMP_SYS(tgkill), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "rt_sigqueueinfo", SCMP_SYS(rt_sigqueueinfo), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "rt_tgsigqueueinfo", SCMP_SYS(rt_tgsigqueueinfo), FirstArgumentIs(host)));
+  CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "pidfd_open", SCMP_SYS(pidfd_open), FirstArgumentIs(host)));
+  // The host's process group, which the caller is not in (a runner leads a process group of its own). Other
+  // groups stay reachable: the shipped groups start each program they run in a group of its own and stop it with
+  // kill(-pid) (plugins/common/run_program_linux.cc).
   if (const pid_t host_group = getpgid(host); host_group > 1 && host_group != getpgrp()) {
-    CSI_PROXY_RETURN_IF_ERROR(refuse("kill", SCMP_SYS(kill), FirstArgumentIs(-host_group)));
+    CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "kill", SCMP_SYS(kill), FirstArgumentIs(-host_group)));
   }
   return Status::Ok();
 }
@@ -204,9 +206,8 @@ Status RefuseSignalsToTheHost(void* filter, pid_t host) {
 // The request is an unsigned int: compared on the lower half of its register.
 Status RefuseTerminalInput(void* filter) {
   for (const unsigned long request : {TIOCSTI, TIOCLINUX}) {
-    const int rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                                    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<uint32_t>(request)));
-    if (rc != 0) return Internal(Errno("seccomp_rule_add ioctl", -rc));
+    CSI_PROXY_RETURN_IF_ERROR(Refuse(filter, "ioctl", SCMP_SYS(ioctl),
+                                     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff, static_cast<uint32_t>(request))));
   }
   return Status::Ok();
 }
@@ -218,9 +219,7 @@ Status LoadSystemCallFilter(pid_t host) {
     if (kSanitizerBuild && name == "ptrace") continue;
     const int number = seccomp_syscall_resolve_name(std::string(name).c_str());
     if (number < 0) continue;  // not a call of this architecture (ioperm on arm64, ...)
-    if (int rc = seccomp_rule_add(filter.get(), SCMP_ACT_ERRNO(EPERM), number, 0); rc != 0) {
-      return Internal(Errno("seccomp_rule_add " + std::string(name), -rc));
-    }
+    CSI_PROXY_RETURN_IF_ERROR(Refuse(filter.get(), name, number));
   }
   CSI_PROXY_RETURN_IF_ERROR(RefuseSignalsToTheHost(filter.get(), host));
   CSI_PROXY_RETURN_IF_ERROR(RefuseTerminalInput(filter.get()));
