@@ -74,12 +74,11 @@ class Link {
   // Whether the bytes received hold another whole message, which the next Receive returns without a read.
   bool HasMessage() const { return reader_.HasFrame(); }
 
-  // The next message from the host; false when the host closed the socket. `back_to_back`: the host's calls come
-  // one after the other (a host thread spun for the last one's answer, which went out before the handler
-  // returned, with no other call in flight), and the read spins (spin_read.h) for at most kSpinBound before it
-  // sleeps, while recent spins found the next call within it.
-  bool Receive(runner_proto::RunnerMessage& out, bool back_to_back = false) {
-    bool spin = back_to_back && spin_gate_.Spin();
+  // The next message from the host; false when the host closed the socket. `soon`: the next call is likely to come
+  // soon (the last one was answered inline, and nothing else runs), and the read spins (spin_read.h) for at most
+  // kSpinBound before it sleeps, while recent spins found the next call within it.
+  bool Receive(runner_proto::RunnerMessage& out, bool soon = false) {
+    bool spin = soon && spin_gate_.Spin();
     for (;;) {
       auto next = reader_.Next(out);
       if (!next.ok()) std::_Exit(kExitLostSocket);
@@ -120,7 +119,8 @@ class Link {
   }
 
   // How long the reading thread spins for the next call: about the time between an answer and the next call of a
-  // client that calls back to back through the host (on a quiet machine).
+  // client that calls back to back through the host (on a quiet machine); with many clients, the next call is
+  // mostly there sooner.
   static constexpr std::chrono::microseconds kSpinBound{150};
   SpinGate spin_gate_;  // the reading thread's (the role's) only
 
@@ -406,18 +406,22 @@ int Serve(int fd, const std::string& name) {
   std::function<void()> read_loop = [&] {
     std::unique_lock reader(reader_mu);
     runner_proto::RunnerMessage message;
-    bool back_to_back = false;
-    while (link.Receive(message, back_to_back)) {
+    bool soon = false;
+    while (link.Receive(message, soon)) {
       ReactionTail tail;
       // Answers of this batch's inline calls go out in one write once no whole message is left to take.
       link.Cork();
       handle(message);
-      back_to_back = false;
+      soon = false;
       if (tail.free()) {
         if (!link.HasMessage()) link.Uncork();
-        if (message.has_call() && message.call().host_spins()) {
+        // A NONBLOCKING call, answered, with nothing else running: the reader spins for the next call before it
+        // sleeps: a reader still awake when it comes costs the host's sending thread no wake-up of this one
+        // (docs/performance.md). Not while calls run on the workers, whose CPU the spin would take.
+        if (message.has_call() && message.call().method() < methods.size() &&
+            methods[message.call().method()].second->non_blocking()) {
           std::lock_guard lock(calls_mu);
-          back_to_back = calls.empty();
+          soon = calls.empty();
         }
         continue;
       }

@@ -268,9 +268,8 @@ class LinuxRunnerSupervisor final : public RunnerSupervisor {
     const bool await_here =
         description_.non_blocking[method_index] && out_.empty() && !reading_ && !stopping_ && sock_ >= 0;
     // Whether this thread spins for the answer (the reader role's gate, which it takes here), only when the group
-    // has no other call in flight; the runner is told, and spins for the next call after answering this one.
+    // has no other call in flight.
     const bool spin = await_here && calls_.empty() && spin_gate_.Spin();
-    c->set_host_spins(spin);
     calls_.emplace(id, std::move(call));
     // Before the write: an answer that comes at once must not wake the supervisor's thread.
     if (await_here) TakeReaderLocked(true);
