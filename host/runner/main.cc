@@ -416,7 +416,7 @@ int Serve(int fd, const std::string& name) {
       if (tail.free()) {
         if (!link.HasMessage()) link.Uncork();
         // A NONBLOCKING call, answered, with nothing else running: the reader spins for the next call before it
-        // sleeps: a reader still awake when it comes costs the host's sending thread no wake-up of this one
+        // sleeps, since a reader still awake when it comes costs the host's sending thread no wake-up of this one
         // (docs/performance.md). Not while calls run on the workers, whose CPU the spin would take.
         if (message.has_call() && message.call().method() < methods.size() &&
             methods[message.call().method()].second->non_blocking()) {
