@@ -3,9 +3,13 @@
 #include "serving/group_executor.h"
 
 #include <gtest/gtest.h>
+#if defined(__linux__)
+#include <pthread.h>
+#endif
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -262,6 +266,28 @@ TEST(GroupExecutor, StopNamesAHandlerStillRunningOnTheCallersThreadAndGivesNoSlo
   hung.reset();  // returns after the executor stopped: nothing is left to notify but the state it shares
   EXPECT_EQ(executor.usage().running, 0);
 }
+
+#if defined(__linux__)
+// A worker is named for its group ("w:" and the name, within the kernel's 15 bytes), not after the thread that
+// started it (a gRPC thread), so that top -H and a profile tell the groups' workers apart.
+TEST(GroupExecutor, AWorkerIsNamedForItsGroup) {
+  for (const std::string group : {"disk", "a-third-party-group"}) {
+    GroupExecutor executor(group, LimitsOf(1, 1));
+    auto named = std::make_shared<std::promise<std::string>>();
+    GroupExecutor::Task task;
+    task.what = "/v1.Test/Name";
+    task.run = [named] {
+      char name[16] = {};
+      pthread_getname_np(pthread_self(), name, sizeof name);
+      named->set_value(name);
+    };
+    ASSERT_TRUE(executor.Submit(std::move(task)).ok());
+    auto got = named->get_future();
+    ASSERT_EQ(got.wait_for(2s), std::future_status::ready);
+    EXPECT_EQ(got.get(), ("w:" + group).substr(0, 15));
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace csi_proxy::host
