@@ -16,8 +16,8 @@ while [ "$dir" != / ]; do
   dir=$(dirname "$dir")
   if [ -n "$(find "$dir" -maxdepth 0 -perm -0002)" ]; then
     echo "warning: the tree lies below $dir, which others may write to; Wine shows it as Everyone's (it has no" \
-      "sticky bit), so the host refuses the tree's libraries and configuration and most Windows tests fail: clone" \
-      "the tree elsewhere" >&2
+      "sticky bit), so the host refuses the tree's libraries and configuration and the tests that load them fail:" \
+      "clone the tree elsewhere" >&2
   fi
 done
 
